@@ -1,0 +1,63 @@
+"""The agent interface and the loop that plays one episode with it."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class Agent(ABC):
+    """Acts for one or more roles of an environment."""
+
+    def reset(self, seed: int | None = None) -> None:
+        """Called at the start of every episode."""
+
+    @abstractmethod
+    def act(self, role: str, observation: dict[str, Any]) -> str:
+        """The reply of `role` to `observation` (`{"messages": [...], "turn": k}`)."""
+
+
+@dataclass
+class EpisodeResult:
+    success: bool
+    returns: dict[str, float]
+    """Sum of each role's rewards over the episode."""
+    steps: int
+    turns: int
+    parse_errors: dict[str, int] = field(default_factory=dict)
+    renders: list[str] = field(default_factory=list)
+
+
+def last_user_text(observation: dict[str, Any]) -> str:
+    """The newest user message of an observation (where the task text lives)."""
+    for message in reversed(observation["messages"]):
+        if message["role"] == "user":
+            return message["content"]
+    return ""
+
+
+def run_episode(env: Any, agent: Agent | dict[str, Agent], *, seed: int | None = None,
+                split: str = "train", render: bool = False, max_steps: int = 10_000) -> EpisodeResult:
+    """Play one episode of an AEC `env` with `agent` (one for all roles, or one per role)."""
+    env.reset(seed=seed, options={"split": split})
+    agents = agent if isinstance(agent, dict) else {role: agent for role in env.possible_agents}
+    for a in set(map(id, agents.values())):
+        next(x for x in agents.values() if id(x) == a).reset(seed)
+    returns = {role: 0.0 for role in env.possible_agents}
+    errors = {role: 0 for role in env.possible_agents}
+    renders = [env.render()] if render else []
+    steps = 0
+    for role in env.agent_iter(max_steps):
+        observation, reward, terminated, truncated, info = env.last()
+        returns[role] += float(reward)
+        if terminated or truncated:
+            env.step(None)
+            continue
+        env.step(agents[role].act(role, observation))
+        steps += 1
+        errors[role] += env.infos[role].get("parse_error") is not None
+        if render:
+            renders.append(env.render())
+    raw = env.unwrapped
+    return EpisodeResult(bool(raw.success), returns, steps, raw.turn, errors, renders)

@@ -1,0 +1,21 @@
+"""Scripted oracle agents, one per environment, solving it through the text interface."""
+
+from __future__ import annotations
+
+import importlib
+
+from ..base import Agent
+
+# env name -> "module:class"; each module is loaded on demand.
+ORACLES: dict[str, str] = {
+    "plan_path": "agents.oracle.plan_path:PlanPathOracle",
+    "sokoban": "agents.oracle.sokoban:SokobanOracle",
+    "sudoku": "agents.oracle.sudoku:SudokuOracle",
+}
+
+
+def make_oracle(env_name: str) -> Agent:
+    if env_name not in ORACLES:
+        raise ValueError(f"no oracle for {env_name!r}; available: {', '.join(ORACLES)}")
+    module, cls = ORACLES[env_name].split(":")
+    return getattr(importlib.import_module(module), cls)()

@@ -1,0 +1,95 @@
+"""Plan-Path oracle: the tool writes a real BFS program over the grid in its prompt; the planner
+checks the tool's proposal against the grid and adopts it (or plans itself when it is wrong)."""
+
+from __future__ import annotations
+
+import re
+from collections import deque
+from typing import Any
+
+from ..base import Agent, last_user_text
+
+_MOVES = {"U": (-1, 0), "D": (1, 0), "L": (0, -1), "R": (0, 1)}
+
+TOOL_PROGRAM = '''from collections import deque
+
+GRID = """{grid}"""
+rows = GRID.split("\\n")
+cells = {{(r, c): ch for r, row in enumerate(rows) for c, ch in enumerate(row)}}
+start = next(p for p, ch in cells.items() if ch == "A")
+goal = next(p for p, ch in cells.items() if ch == "G")
+moves = {{"U": (-1, 0), "D": (1, 0), "L": (0, -1), "R": (0, 1)}}
+parent = {{start: None}}
+queue = deque([start])
+while queue:
+    cell = queue.popleft()
+    if cell == goal:
+        break
+    for name, (dr, dc) in moves.items():
+        nxt = (cell[0] + dr, cell[1] + dc)
+        if cells.get(nxt, "#") != "#" and nxt not in parent:
+            parent[nxt] = (cell, name)
+            queue.append(nxt)
+path = []
+cell = goal
+while parent.get(cell) is not None:
+    cell, name = parent[cell]
+    path.append(name)
+print("[" + ", ".join(reversed(path)) + "]")
+'''
+
+
+def parse_grid(task: str) -> list[str]:
+    """The grid block of the task text: the lines after 'Grid (...):' up to a blank line."""
+    lines = task.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("Grid ("))
+    grid = []
+    for line in lines[start + 1:]:
+        if not line.strip():
+            break
+        grid.append(line)
+    return grid
+
+
+def bfs(grid: list[str]) -> list[str]:
+    cells = {(r, c): ch for r, row in enumerate(grid) for c, ch in enumerate(row)}
+    start = next(p for p, ch in cells.items() if ch == "A")
+    goal = next(p for p, ch in cells.items() if ch == "G")
+    parent: dict[Any, Any] = {start: None}
+    queue = deque([start])
+    while queue:
+        cell = queue.popleft()
+        for name, (dr, dc) in _MOVES.items():
+            nxt = (cell[0] + dr, cell[1] + dc)
+            if cells.get(nxt, "#") != "#" and nxt not in parent:
+                parent[nxt] = (cell, name)
+                queue.append(nxt)
+    path, cell = [], goal
+    while parent.get(cell) is not None:
+        cell, name = parent[cell]
+        path.append(name)
+    return path[::-1]
+
+
+def reaches_goal(grid: list[str], moves: list[str]) -> bool:
+    cells = {(r, c): ch for r, row in enumerate(grid) for c, ch in enumerate(row)}
+    pos = next(p for p, ch in cells.items() if ch == "A")
+    for m in moves:
+        nxt = (pos[0] + _MOVES[m][0], pos[1] + _MOVES[m][1])
+        if cells.get(nxt, "#") == "#":
+            return False
+        pos = nxt
+    return cells[pos] == "G"
+
+
+class PlanPathOracle(Agent):
+    def act(self, role: str, observation: dict[str, Any]) -> str:
+        task = last_user_text(observation)
+        grid = parse_grid(task)
+        if role == "tool":
+            return "BFS from A to G over free cells.\n```python\n" + TOOL_PROGRAM.format(grid="\n".join(grid)) + "```"
+        found = re.search(r"Tool proposed action list: \[([^\]]*)\]", task)
+        proposal = [m.strip() for m in found.group(1).split(",") if m.strip()] if found else []
+        if proposal and all(m in _MOVES for m in proposal) and reaches_goal(grid, proposal):
+            return "The tool's list stays on free cells and ends on G, so I adopt it.\n#### [" + ", ".join(proposal) + "]"
+        return "Planning with BFS over the grid.\n#### [" + ", ".join(bfs(grid)) + "]"

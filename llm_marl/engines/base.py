@@ -1,0 +1,90 @@
+"""The engine interface: many chat requests in, sampled completions with token log-probs out.
+
+Every backend (`hf`, `vllm`, `api`, `scripted`) implements `Engine.generate`. One call carries every
+pending request of a rollout wave (all environments x branches x roles), each with its own LoRA
+adapter and number of samples `n`, so a backend can batch them however suits it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+Message = dict[str, str]
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """Sampling settings shared by all requests of one `generate` call.
+
+    The update recomputes log-probs of the sampled tokens under the same `temperature`, and
+    `top_p`/`top_k` stay at their no-op values by default: the policy-gradient update assumes the
+    tokens came from softmax(logits / temperature), nothing else (pitfalls.md #6).
+    """
+
+    temperature: float = 1.0
+    """Softmax temperature; 0 means greedy decoding."""
+    top_p: float = 1.0
+    top_k: int = -1
+    """-1 disables top-k."""
+    max_new_tokens: int = 256
+    """Longest completion, in tokens."""
+    seed: int | None = None
+    """Seed for this call's sampling; None draws from the engine's generator."""
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0.0
+
+    def __post_init__(self) -> None:
+        if self.temperature < 0:
+            raise ValueError(f"temperature must be >= 0, got {self.temperature}")
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+        if self.max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
+
+
+@dataclass
+class GenerationRequest:
+    """One prompt to sample `n` completions for, with the adapter of the role that acts."""
+
+    messages: list[Message]
+    """The chat the role sees (OpenAI format); the engine applies the tokenizer's chat template."""
+    adapter: str | None = None
+    """Name of the LoRA adapter to sample from; None samples from the base model."""
+    n: int = 1
+    tag: object = None
+    """Opaque caller data (e.g. which env/branch/role asked); returned untouched."""
+
+
+@dataclass
+class Completion:
+    text: str
+    token_ids: list[int]
+    logprobs: list[float]
+    """log pi(token | prefix) of each generated token under the sampling distribution."""
+    finish_reason: str = "stop"
+    """"stop" (end-of-sequence) or "length" (hit max_new_tokens)."""
+
+
+@dataclass
+class GenerationResult:
+    request: GenerationRequest
+    prompt_ids: list[int]
+    completions: list[Completion] = field(default_factory=list)
+
+
+@runtime_checkable
+class Engine(Protocol):
+    """What the rollout needs from a backend."""
+
+    def generate(self, requests: list[GenerationRequest], sampling: SamplingParams) -> list[GenerationResult]:
+        """Return one result per request, in order, each with `request.n` completions."""
+        ...
+
+    def sync_adapters(self) -> None:
+        """Make the next `generate` see the latest adapter weights (no-op when weights are shared)."""
+        ...
+
+    def close(self) -> None: ...

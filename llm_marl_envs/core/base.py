@@ -1,0 +1,204 @@
+"""`TextAECEnv`: the PettingZoo AEC skeleton every llm-marl environment shares.
+
+Agents are roles; an observation is the chat the role sees plus the turn index; an action is the
+role's raw reply. A subclass supplies the task through five hooks (`_make_instance`, `_start`,
+`_messages`, `_play`, `_render_state`); this class owns the PettingZoo bookkeeping (rewards,
+cumulative rewards, terminations, truncations, infos, dead steps), seeding and splits, `fork()` and
+rendering, so no environment re-implements them.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+from pettingzoo import AECEnv
+
+from .instances import Keyed, check_split, draw_instance
+from .rewards import RewardBreakdown, zero_info
+from .spaces import action_space, observation_space
+
+Message = dict[str, str]
+_RENDER_TEXT_CAP = 2_000
+
+
+@dataclass
+class Play:
+    """What one agent's step did: its reward breakdown and where the episode goes next."""
+
+    breakdown: RewardBreakdown
+    next_agent: str | None
+    """Who acts next; None ends the episode (success or turn budget exhausted)."""
+    success: bool = False
+    parse_error: str | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+    """Extra, deterministic, JSON-friendly facts for `infos` (parsed action, execution status...)."""
+
+
+class TextAECEnv(AECEnv):
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["human", "ansi"], "name": "text_env_v0", "is_parallelizable": False}
+    instance_namespace: ClassVar[str] = "text_env"
+    """Stable name mixed into instance seeds (kept across versions unless generation changes)."""
+
+    def __init__(self, roles: Sequence[str], *, max_turns: int, render_mode: str | None = None):
+        super().__init__()
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ValueError(f"render_mode must be one of {self.metadata['render_modes']} or None, got {render_mode!r}")
+        if int(max_turns) < 1:
+            raise ValueError(f"max_turns must be >= 1, got {max_turns}")
+        self.possible_agents = list(roles)
+        self.max_turns = int(max_turns)
+        self.render_mode = render_mode
+        # One space object per agent, created once (api_test checks identity; seeding is per space).
+        self.observation_spaces = {a: observation_space(self.max_turns) for a in self.possible_agents}
+        self.action_spaces = {a: action_space() for a in self.possible_agents}
+        self._seed_rng: np.random.Generator | None = None
+        self.instance: Keyed | None = None
+        self.split = "train"
+        self.turn = 0
+        self.success = False
+        self.transcript: list[tuple[str, int, str]] = []
+        """(agent, turn, reply) of every step of the episode, for rendering and auditing."""
+
+    # ------------------------------------------------------------------ hooks for subclasses
+    def _make_instance(self, rng: np.random.Generator) -> Keyed:
+        """Build one verified instance from `rng` (solvable; unique where it should be)."""
+        raise NotImplementedError
+
+    def _start(self) -> None:
+        """Set up the per-episode state from `self.instance` (called by reset)."""
+        raise NotImplementedError
+
+    def _messages(self, agent: str) -> list[Message]:
+        """The chat `agent` sees now. It must show the current state."""
+        raise NotImplementedError
+
+    def _play(self, agent: str, reply: str) -> Play:
+        """Apply `agent`'s reply; never raise on malformed text (it earns the format penalty)."""
+        raise NotImplementedError
+
+    def _render_state(self) -> str:
+        raise NotImplementedError
+
+    def _shared_runtimes(self) -> list[Any]:
+        """Tool runtimes (sandbox, search client) that forks share instead of copying."""
+        return []
+
+    # ------------------------------------------------------------------ PettingZoo API
+    def observation_space(self, agent: str):
+        return self.observation_spaces[agent]
+
+    def action_space(self, agent: str):
+        return self.action_spaces[agent]
+
+    def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> None:
+        """Start an episode.
+
+        `seed` picks the instance: the same (seed, split) gives the same instance on any machine.
+        Options: `split` ("train" | "val" | "test", default "train"); `instance` (a prebuilt
+        instance, e.g. from a dataset loader, used instead of drawing one). Other keys are ignored.
+        """
+        options = dict(options or {})
+        self.split = check_split(options.get("split", "train"))
+        if seed is not None:
+            self._seed_rng = np.random.default_rng(seed)
+            instance_seed = int(seed)
+        else:
+            if self._seed_rng is None:
+                self._seed_rng = np.random.default_rng()
+            instance_seed = int(self._seed_rng.integers(2**31))
+        self.instance_seed = instance_seed
+        given = options.get("instance")
+        self.instance = given if given is not None else draw_instance(
+            self.instance_namespace, self.split, instance_seed, self._make_instance
+        )
+        self.agents = list(self.possible_agents)
+        self.rewards = {a: 0.0 for a in self.agents}
+        self._cumulative_rewards = {a: 0.0 for a in self.agents}
+        self.terminations = {a: False for a in self.agents}
+        self.truncations = {a: False for a in self.agents}
+        self.infos = {a: {**zero_info(), "turn": 0, "parse_error": None, "success": False} for a in self.agents}
+        self.turn = 0
+        self.success = False
+        self.transcript = []
+        self._start()
+        self.agent_selection = self._first_agent()
+        if self.render_mode == "human":
+            self.render()
+
+    def _first_agent(self) -> str:
+        return self.possible_agents[0]
+
+    def observe(self, agent: str) -> dict[str, Any]:
+        return {"messages": self._messages(agent), "turn": min(self.turn, self.max_turns)}
+
+    def step(self, action: str | None) -> None:
+        agent = self.agent_selection
+        if self.terminations[agent] or self.truncations[agent]:
+            self._was_dead_step(action)
+            return
+        reply = action if isinstance(action, str) else ("" if action is None else str(action))
+        self._cumulative_rewards[agent] = 0.0
+        self._clear_rewards()
+        turn = self.turn
+        self.transcript.append((agent, turn, reply))
+        play = self._play(agent, reply)
+        self.rewards[agent] = play.breakdown.reward
+        self.infos[agent] = {
+            **play.breakdown.to_info(),
+            "turn": turn,
+            "parse_error": play.parse_error,
+            "success": False,
+            **play.details,
+        }
+        if play.next_agent is None:
+            self.success = bool(play.success)
+            ended = self.terminations if self.success else self.truncations
+            for a in self.agents:
+                ended[a] = True
+                self.infos[a]["success"] = self.success
+            # The first role steps first through the dead steps, like any next turn.
+            self.agent_selection = self.agents[0]
+        else:
+            self.agent_selection = play.next_agent
+        self._accumulate_rewards()
+        if self.render_mode == "human":
+            self.render()
+
+    def render(self) -> str | None:
+        if self.instance is None:
+            text = f"{self.metadata['name']}: call reset() first"
+        else:
+            lines = [f"{self.metadata['name']} | split={self.split} seed={self.instance_seed} | turn {self.turn}/{self.max_turns}", self._render_state()]
+            if self.transcript:
+                agent, turn, reply = self.transcript[-1]
+                shown = reply if len(reply) <= _RENDER_TEXT_CAP else reply[:_RENDER_TEXT_CAP] + " [...]"
+                lines.append(f"--- last reply ({agent}, turn {turn}) ---\n{shown}")
+                info = self.infos.get(agent)
+                if info is not None:
+                    lines.append(f"--- reward {info['reward']:.3f} (team {info['team_reward']:.3f}, local {info['local_reward']:.3f})"
+                                 + (f"; parse error: {info['parse_error']}" if info.get("parse_error") else ""))
+            if self.terminations and all(self.terminations.values()) or self.truncations and all(self.truncations.values()):
+                lines.append(f"=== episode over: {'success' if self.success else 'not solved'} ===")
+            text = "\n".join(lines)
+        if self.render_mode == "human":
+            print(text)
+            return None
+        return text
+
+    def close(self) -> None:
+        pass
+
+    # ------------------------------------------------------------------ forking
+    def fork(self) -> TextAECEnv:
+        """An independent copy at the exact current state; only tool runtimes are shared."""
+        return fork(self)
+
+
+def fork(env: Any) -> Any:
+    """Fork `env`, raw or wrapped: deep copy everything except the shared tool runtimes."""
+    memo = {id(rt): rt for rt in env.unwrapped._shared_runtimes()}
+    return copy.deepcopy(env, memo)

@@ -1,0 +1,75 @@
+"""Seeded instances with disjoint train/val/test splits.
+
+An instance is a pure function of (environment name, split, seed): its generator gets a fresh
+`numpy.random.Generator` from `SeedSequence([name, split, seed, attempt])`, never the global RNG
+and never `seed + idx` (which makes nearby seeds of two splits collide).
+
+Disjointness is enforced by content, not only by seed: every instance has a canonical `key()`
+string, and its SHA-256 assigns it to exactly one split bucket. A draw whose key falls in another
+split's bucket is rejected and redrawn with the next `attempt`. So the same puzzle can never be in
+two splits, even when a small configuration (4x4 Sudoku) makes identical puzzles likely.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import zlib
+from collections.abc import Callable
+from typing import Protocol, TypeVar
+
+import numpy as np
+
+SPLITS: tuple[str, ...] = ("train", "val", "test")
+# Buckets of sha256(key) % 10 owned by each split: 60% / 20% / 20%.
+_SPLIT_BUCKETS: dict[str, frozenset[int]] = {
+    "train": frozenset(range(0, 6)),
+    "val": frozenset({6, 7}),
+    "test": frozenset({8, 9}),
+}
+_SPLIT_IDS = {name: i for i, name in enumerate(SPLITS)}
+MAX_ATTEMPTS = 2_000
+
+
+class Keyed(Protocol):
+    def key(self) -> str: ...
+
+
+T = TypeVar("T", bound=Keyed)
+
+
+def check_split(split: str) -> str:
+    if split not in _SPLIT_IDS:
+        raise ValueError(f"unknown split {split!r}; use one of {', '.join(SPLITS)}")
+    return split
+
+
+def instance_hash(key: str) -> str:
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+def split_of(key: str) -> str:
+    """The split an instance with this canonical key belongs to."""
+    bucket = int(instance_hash(key)[:8], 16) % 10
+    return next(name for name, buckets in _SPLIT_BUCKETS.items() if bucket in buckets)
+
+
+def instance_rng(env_name: str, split: str, seed: int, attempt: int = 0) -> np.random.Generator:
+    entropy = [zlib.crc32(env_name.encode()), _SPLIT_IDS[check_split(split)], int(seed) & 0xFFFFFFFFFFFF, attempt]
+    return np.random.default_rng(np.random.SeedSequence(entropy))
+
+
+def draw_instance(env_name: str, split: str, seed: int, make: Callable[[np.random.Generator], T]) -> T:
+    """Deterministically draw the instance of `split` for `seed`.
+
+    `make(rng)` builds one candidate (already verified solvable by the caller's generator);
+    candidates whose key belongs to another split are rejected.
+    """
+    check_split(split)
+    for attempt in range(MAX_ATTEMPTS):
+        candidate = make(instance_rng(env_name, split, seed, attempt))
+        if split_of(candidate.key()) == split:
+            return candidate
+    raise ValueError(
+        f"{env_name}: no {split!r} instance found in {MAX_ATTEMPTS} draws for seed {seed}; the "
+        "configuration has too few distinct instances: enlarge the grid or loosen its constraints"
+    )

@@ -1,0 +1,70 @@
+"""Parsers shared by the environments: code blocks, the final answer after `####`, move lists.
+
+Model output is untrusted text: everything here is regex / `json` / `ast.literal_eval` only, never
+`eval` (pitfalls #5), and a failure is returned as an error string, never raised.
+"""
+
+from __future__ import annotations
+
+import re
+
+_CODE_BLOCK = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[ \t]*\n(.*?)```", re.S)
+_FINAL_MARK = "####"
+MAX_MOVES = 512
+"""Longest move list we parse; longer lists are a format error (a runaway generation)."""
+
+MOVE_WORDS = {"U": "U", "D": "D", "L": "L", "R": "R", "UP": "U", "DOWN": "D", "LEFT": "L", "RIGHT": "R"}
+
+
+def extract_code(text: str) -> tuple[str | None, str | None]:
+    """The program in the reply: the first ```python block (or the first unlabelled block).
+
+    Returns (code, None) or (None, error).
+    """
+    blocks = _CODE_BLOCK.findall(text)
+    for lang, body in blocks:
+        if lang.lower() in ("python", "py", "python3"):
+            return body, None
+    for lang, body in blocks:
+        if not lang:
+            return body, None
+    return None, "no ```python code block found"
+
+
+def extract_final_answer(text: str) -> tuple[str | None, str | None]:
+    """The text after the last `####` marker (the papers' final-answer format)."""
+    idx = text.rfind(_FINAL_MARK)
+    if idx < 0:
+        return None, "no final answer: expected a line beginning with ####"
+    answer = text[idx + len(_FINAL_MARK):].strip()
+    if not answer:
+        return None, "empty final answer after ####"
+    return answer, None
+
+
+def parse_moves(text: str, alphabet: str = "UDLR") -> tuple[list[str] | None, str | None]:
+    """Parse an action list such as `[U,R,D,L]`, `["U", "R"]`, `U R D L` or `[up, right]`.
+
+    The first bracketed list in `text` is used when there is one; otherwise the whole text must
+    be a list of moves. Returns (moves, None) or (None, error).
+    """
+    m = re.search(r"\[([^\[\]]*)\]", text)
+    body = m.group(1) if m else text
+    tokens = [t for t in re.split(r"[\s,;]+", body.strip()) if t]
+    if not tokens and m is None:
+        return None, "no action list found"
+    if len(tokens) > MAX_MOVES:
+        return None, f"action list longer than {MAX_MOVES} moves"
+    moves: list[str] = []
+    for token in tokens:
+        word = token.strip("'\"`.").upper()
+        move = MOVE_WORDS.get(word)
+        if move is None or move not in alphabet:
+            shown = token if len(token) <= 20 else token[:20] + "..."
+            return None, f"invalid move {shown!r}; allowed: {', '.join(alphabet)}"
+        moves.append(move)
+    return moves, None
+
+
+def format_moves(moves: list[str]) -> str:
+    return "[" + ", ".join(moves) + "]"

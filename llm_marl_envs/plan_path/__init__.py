@@ -1,0 +1,1 @@
+"""Plan-Path (AT-GRPO): tool agent + planner on a grid with walls."""

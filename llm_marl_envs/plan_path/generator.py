@@ -1,0 +1,65 @@
+"""Seeded Plan-Path instances: random walls, start and goal, verified reachable by BFS."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .rules import Cell, Grid, bfs_distances
+
+
+@dataclass(frozen=True)
+class PlanPathConfig:
+    height: int = 10
+    width: int = 10
+    wall_density: float = 0.22
+    """Probability that a cell is a wall (the reference used 22%)."""
+    min_path_length: int = 6
+    """Shortest start-goal path must be at least this many moves."""
+    max_path_length: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.height < 2 or self.width < 2:
+            raise ValueError(f"grid must be at least 2x2, got {self.height}x{self.width}")
+        if not 0.0 <= self.wall_density < 0.9:
+            raise ValueError(f"wall_density must be in [0, 0.9), got {self.wall_density}")
+        if self.min_path_length < 1:
+            raise ValueError(f"min_path_length must be >= 1, got {self.min_path_length}")
+        if self.min_path_length > self.height * self.width - 1:
+            raise ValueError(f"min_path_length {self.min_path_length} cannot fit a {self.height}x{self.width} grid; lower it")
+        if self.max_path_length is not None and self.max_path_length < self.min_path_length:
+            raise ValueError("max_path_length must be >= min_path_length")
+
+
+@dataclass(frozen=True)
+class PlanPathInstance:
+    grid: Grid
+    start: Cell
+    goal: Cell
+    shortest_length: int
+
+    def key(self) -> str:
+        rows = ["".join("#" if (r, c) in self.grid.walls else "." for c in range(self.grid.width)) for r in range(self.grid.height)]
+        return f"{self.start}|{self.goal}|" + "/".join(rows)
+
+
+MAX_TRIES = 10_000
+
+
+def generate(rng: np.random.Generator, config: PlanPathConfig) -> PlanPathInstance:
+    for _ in range(MAX_TRIES):
+        wall_mask = rng.random((config.height, config.width)) < config.wall_density
+        free = [(int(r), int(c)) for r, c in zip(*np.nonzero(~wall_mask))]
+        if len(free) < 2:
+            continue
+        i, j = rng.choice(len(free), size=2, replace=False)
+        start, goal = free[int(i)], free[int(j)]
+        grid = Grid(config.height, config.width, frozenset((int(r), int(c)) for r, c in zip(*np.nonzero(wall_mask))))
+        length = bfs_distances(grid, start).get(goal)
+        if length is None or length < config.min_path_length:
+            continue
+        if config.max_path_length is not None and length > config.max_path_length:
+            continue
+        return PlanPathInstance(grid, start, goal, length)
+    raise ValueError(f"no Plan-Path instance satisfies {config} in {MAX_TRIES} tries; lower wall_density or min_path_length")

@@ -1,0 +1,97 @@
+"""Plan-Path rules: a grid of walls, 4-neighbour moves, BFS distances. No text, no PettingZoo."""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+
+Cell = tuple[int, int]
+MOVES: dict[str, Cell] = {"U": (-1, 0), "D": (1, 0), "L": (0, -1), "R": (0, 1)}
+
+
+@dataclass(frozen=True)
+class Grid:
+    height: int
+    width: int
+    walls: frozenset[Cell]
+
+    def in_bounds(self, cell: Cell) -> bool:
+        return 0 <= cell[0] < self.height and 0 <= cell[1] < self.width
+
+    def passable(self, cell: Cell) -> bool:
+        return self.in_bounds(cell) and cell not in self.walls
+
+    def neighbours(self, cell: Cell) -> list[tuple[str, Cell]]:
+        out = []
+        for move, (dr, dc) in MOVES.items():
+            nxt = (cell[0] + dr, cell[1] + dc)
+            if self.passable(nxt):
+                out.append((move, nxt))
+        return out
+
+
+def manhattan(a: Cell, b: Cell) -> int:
+    return abs(a[0] - b[0]) + abs(a[1] - b[1])
+
+
+def bfs_distances(grid: Grid, source: Cell) -> dict[Cell, int]:
+    """Shortest-path length (in moves) from `source` to every reachable cell."""
+    dist = {source: 0}
+    queue = deque([source])
+    while queue:
+        cell = queue.popleft()
+        for _, nxt in grid.neighbours(cell):
+            if nxt not in dist:
+                dist[nxt] = dist[cell] + 1
+                queue.append(nxt)
+    return dist
+
+
+def shortest_path(grid: Grid, start: Cell, goal: Cell) -> list[str] | None:
+    """One shortest move list from start to goal (None if unreachable). Ties break in U, D, L, R order."""
+    to_goal = bfs_distances(grid, goal)
+    if start not in to_goal:
+        return None
+    path, cell = [], start
+    while cell != goal:
+        move, cell = next((m, n) for m, n in grid.neighbours(cell) if to_goal.get(n) == to_goal[cell] - 1)
+        path.append(move)
+    return path
+
+
+@dataclass(frozen=True)
+class Simulation:
+    """The result of executing a move list from a cell. Execution stops at the first illegal move."""
+
+    positions: tuple[Cell, ...]
+    """Cells visited, starting cell first."""
+    illegal_at: int | None
+    """Index of the first illegal move (wall or out of bounds), or None when all moves were legal."""
+
+    @property
+    def final(self) -> Cell:
+        return self.positions[-1]
+
+    @property
+    def applied(self) -> int:
+        return len(self.positions) - 1
+
+
+def simulate(grid: Grid, start: Cell, moves: list[str]) -> Simulation:
+    positions = [start]
+    for i, move in enumerate(moves):
+        dr, dc = MOVES[move]
+        nxt = (positions[-1][0] + dr, positions[-1][1] + dc)
+        if not grid.passable(nxt):
+            return Simulation(tuple(positions), i)
+        positions.append(nxt)
+    return Simulation(tuple(positions), None)
+
+
+def on_shortest_paths(to_goal: dict[Cell, int], positions: tuple[Cell, ...]) -> bool:
+    """SPNext for every applied move: each step lowers the BFS distance to the goal by one."""
+    if len(positions) < 2:
+        return False
+    return all(
+        a in to_goal and b in to_goal and to_goal[b] == to_goal[a] - 1 for a, b in zip(positions, positions[1:])
+    )

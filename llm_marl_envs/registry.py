@@ -1,0 +1,80 @@
+"""Every llm-marl environment: its module, PettingZoo id, roles and arguments.
+
+The table is the single source: `llm-marl envs` prints it, the README table is generated from it,
+and `register_all()` adds each entry to PettingZoo's registry under the namespace `llm_marl`
+(`pettingzoo.make("aec", "llm_marl/PlanPath-v0")`).
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from dataclasses import dataclass
+from typing import Any
+
+NAMESPACE = "llm_marl"
+
+
+@dataclass(frozen=True)
+class EnvEntry:
+    name: str
+    """Own name, e.g. `plan_path` (CLI `--env`)."""
+    module: str
+    """Versioned public module, e.g. `plan_path_v0`."""
+    pz_id: str
+    """PettingZoo registry id, e.g. `llm_marl/PlanPath-v0`."""
+    roles: tuple[str, ...]
+    summary: str
+    paper: str
+    has_parallel: bool = False
+
+    def load(self) -> Any:
+        return importlib.import_module(f"llm_marl_envs.{self.module}")
+
+    def kwargs(self) -> dict[str, Any]:
+        """Constructor arguments and their defaults."""
+        sig = inspect.signature(self.load().raw_env.__init__)
+        return {n: p.default for n, p in sig.parameters.items() if n not in ("self", "sandbox", "render_mode")}
+
+
+ENVS: dict[str, EnvEntry] = {
+    e.name: e
+    for e in [
+        EnvEntry("plan_path", "plan_path_v0", f"{NAMESPACE}/PlanPath-v0", ("tool", "planner"),
+                 "grid path planning with walls: the tool's program prints an action list, the planner decides", "AT-GRPO A.1.4, A.3"),
+        EnvEntry("sokoban", "sokoban_v0", f"{NAMESPACE}/Sokoban-v0", ("tool", "planner"),
+                 "push boxes onto goals: the tool's program searches moves, the planner decides", "AT-GRPO A.1.5"),
+        EnvEntry("sudoku", "sudoku_v0", f"{NAMESPACE}/Sudoku-v0", ("tool", "planner"),
+                 "fill a Sudoku with a unique solution: the tool's program solves, the planner verifies", "AT-GRPO A.1.3, A.2.2"),
+    ]
+}
+
+
+def get(name: str) -> EnvEntry:
+    key = name.strip()
+    for entry in ENVS.values():
+        if key in (entry.name, entry.module, entry.pz_id):
+            return entry
+    raise ValueError(f"unknown environment {name!r}; available: {', '.join(ENVS)} (see `llm-marl envs`)")
+
+
+def available() -> dict[str, EnvEntry]:
+    """Entries whose module is present in this installation."""
+    return {n: e for n, e in ENVS.items() if importlib.util.find_spec(f"llm_marl_envs.{e.module}") is not None}
+
+
+def make(name: str, **kwargs: Any) -> Any:
+    """The wrapped AEC env for `name` (own name, module name or PettingZoo id)."""
+    return get(name).load().env(**kwargs)
+
+
+def make_raw(name: str, **kwargs: Any) -> Any:
+    return get(name).load().raw_env(**kwargs)
+
+
+def register_all() -> None:
+    from pettingzoo import aec_registry, register
+
+    for entry in available().values():
+        if entry.pz_id not in aec_registry:
+            register("aec", entry.pz_id, f"llm_marl_envs.{entry.module}:env")

@@ -1,0 +1,123 @@
+"""The environment contract (DESIGN.md), checked for every registered environment and variant."""
+
+from __future__ import annotations
+
+import pytest
+from pettingzoo.test import api_test, render_test, seed_test
+
+import llm_marl_envs
+from agents import run_episode
+from agents.garbage import GarbageAgent
+from agents.oracle import make_oracle
+from agents.random_agent import RandomAgent
+from llm_marl_envs.core.instances import SPLITS, draw_instance, instance_hash
+
+ENVS = sorted(llm_marl_envs.registry.available())
+MODES = ["mas", "planner", "tool"]
+CASES = [(name, mode) for name in ENVS for mode in MODES]
+
+
+@pytest.fixture(scope="module")
+def fast_sandbox():
+    # Short limits: the garbage agent sends infinite loops and memory bombs.
+    from llm_marl_envs.sandbox import Sandbox, SandboxLimits
+
+    with Sandbox(SandboxLimits(wall_time_s=1.0, cpu_time_s=1.0, memory_mb=256)) as sandbox:
+        yield sandbox
+
+
+def make(name, **kw):
+    return llm_marl_envs.registry.make(name, **kw)
+
+
+@pytest.mark.parametrize("name,mode", CASES)
+def test_pettingzoo_api(name, mode):
+    api_test(make(name, mode=mode), num_cycles=200)
+
+
+@pytest.mark.parametrize("name,mode", CASES)
+def test_pettingzoo_seed(name, mode):
+    seed_test(lambda: make(name, mode=mode), num_cycles=50)
+
+
+@pytest.mark.parametrize("name,mode", CASES)
+def test_pettingzoo_render(name, mode):
+    render_test(lambda render_mode=None: make(name, mode=mode, render_mode=render_mode))
+
+
+@pytest.mark.parametrize("name", ENVS)
+def test_registered_with_pettingzoo(name):
+    import pettingzoo
+
+    entry = llm_marl_envs.registry.get(name)
+    env = pettingzoo.make("aec", entry.pz_id)
+    env.reset(seed=1)
+    assert env.unwrapped.metadata["name"] == entry.module
+    assert tuple(env.possible_agents) == entry.roles
+
+
+@pytest.mark.parametrize("name", ENVS)
+def test_same_seed_same_instance_and_splits_disjoint(name):
+    raw = llm_marl_envs.registry.make_raw(name)
+    make_instance = raw._make_instance
+    ns = raw.instance_namespace
+    hashes = {}
+    for split in SPLITS:
+        keys = [draw_instance(ns, split, seed, make_instance).key() for seed in range(1000)]
+        hashes[split] = {instance_hash(k) for k in keys}
+        # Seeds are not all aliases of a few instances.
+        assert len(hashes[split]) > 500, f"{split}: only {len(hashes[split])} distinct instances in 1000 seeds"
+    assert not hashes["train"] & hashes["val"]
+    assert not hashes["train"] & hashes["test"]
+    assert not hashes["val"] & hashes["test"]
+    a, b = make(name), make(name)
+    a.reset(seed=7, options={"split": "test"})
+    b.reset(seed=7, options={"split": "test"})
+    assert a.unwrapped.instance.key() == b.unwrapped.instance.key()
+    b.reset(seed=7, options={"split": "train"})
+    assert a.unwrapped.instance.key() != b.unwrapped.instance.key()
+
+
+@pytest.mark.parametrize("name,mode", CASES)
+def test_oracle_solves_every_test_instance(name, mode):
+    env = make(name, mode=mode)
+    oracle = make_oracle(name)
+    failures = []
+    for seed in range(200):
+        result = run_episode(env, oracle, seed=seed, split="test")
+        if not result.success or result.turns != 1:
+            failures.append(seed)
+    assert not failures, f"oracle failed on test seeds {failures[:10]}"
+
+
+@pytest.mark.parametrize("name", ENVS)
+def test_oracle_replies_always_parse(name):
+    env = make(name)
+    result = run_episode(env, make_oracle(name), seed=3, split="test")
+    assert result.success
+    assert sum(result.parse_errors.values()) == 0
+
+
+@pytest.mark.parametrize("name,mode", CASES)
+@pytest.mark.parametrize("agent_kind", ["random", "garbage"])
+def test_random_and_garbage_agents_never_crash(name, mode, agent_kind, fast_sandbox):
+    env = make(name, mode=mode, sandbox=fast_sandbox)
+    for seed in range(3 if agent_kind == "garbage" else 10):
+        agent = GarbageAgent(seed) if agent_kind == "garbage" else RandomAgent(name, seed)
+        result = run_episode(env, agent, seed=seed, split="val")
+        assert result.steps >= 1
+        if agent_kind == "garbage":
+            assert sum(result.parse_errors.values()) >= 1
+
+
+@pytest.mark.parametrize("name", ENVS)
+def test_fork_is_independent(name):
+    env = llm_marl_envs.registry.make_raw(name)
+    env.reset(seed=5)
+    before = env.observe(env.agent_selection)
+    child = env.fork()
+    child.step("garbage reply")
+    assert env.observe(env.agent_selection) == before
+    assert child.agent_selection != env.agent_selection or child.transcript != env.transcript
+    # The fork shares tool runtimes, not state.
+    assert child._shared_runtimes() == env._shared_runtimes()
