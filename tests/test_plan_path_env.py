@@ -109,7 +109,7 @@ def test_observation_shows_current_position_after_moves():
     assert env.turn == 1 and env.agent_selection == "tool"
     task = env.observe("tool")["messages"][-1]["content"]
     assert "Current position: (2, 1)" in task
-    grid_rows = task.split("G, # = wall, . = free):\n")[1].split("\n\n")[0].splitlines()
+    grid_rows = task.split(". = free):\n")[1].split("\n\n")[0].splitlines()
     assert grid_rows == ["..#.", "..#G", ".A.."]
     assert "History" in task and "(0, 0) -> (2, 1)" in task
 
