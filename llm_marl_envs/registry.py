@@ -26,6 +26,8 @@ class EnvEntry:
     roles: tuple[str, ...]
     summary: str
     paper: str
+    variants: tuple[tuple[str, dict[str, Any]], ...] = (("mas", {}), ("planner", {"mode": "planner"}), ("tool", {"mode": "tool"}))
+    """Named constructor options: the multi-agent workflow and the papers' single-agent baselines."""
     has_parallel: bool = False
 
     def load(self) -> Any:
@@ -46,6 +48,12 @@ ENVS: dict[str, EnvEntry] = {
                  "push boxes onto goals: the tool's program searches moves, the planner decides", "AT-GRPO A.1.5"),
         EnvEntry("sudoku", "sudoku_v0", f"{NAMESPACE}/Sudoku-v0", ("tool", "planner"),
                  "fill a Sudoku with a unique solution: the tool's program solves, the planner verifies", "AT-GRPO A.1.3, A.2.2"),
+        EnvEntry("code", "code_v0", f"{NAMESPACE}/Code-v0", ("coder", "tester"),
+                 "stdin/stdout programming: the coder writes a program, the tester writes test cases", "AT-GRPO A.1.2, A.2.2",
+                 variants=(("mas", {}), ("coder", {"mode": "coder"}))),
+        EnvEntry("math", "math_v0", f"{NAMESPACE}/Math-v0", ("reasoner", "tool"),
+                 "math word problems: the reasoner answers in \\boxed{}, the tool agent's program prints the answer", "AT-GRPO A.1.1, A.2.2",
+                 variants=(("mas", {}), ("reasoner", {"mode": "reasoner"}), ("tool", {"mode": "tool"}))),
     ]
 }
 

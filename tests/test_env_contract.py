@@ -13,8 +13,8 @@ from agents.random_agent import RandomAgent
 from llm_marl_envs.core.instances import SPLITS, draw_instance, instance_hash
 
 ENVS = sorted(llm_marl_envs.registry.available())
-MODES = ["mas", "planner", "tool"]
-CASES = [(name, mode) for name in ENVS for mode in MODES]
+VARIANTS = {name: dict(llm_marl_envs.registry.get(name).variants) for name in ENVS}
+CASES = [(name, variant) for name in ENVS for variant in VARIANTS[name]]
 
 
 @pytest.fixture(scope="module")
@@ -26,8 +26,9 @@ def fast_sandbox():
         yield sandbox
 
 
-def make(name, **kw):
-    return llm_marl_envs.registry.make(name, **kw)
+def make(name, mode="mas", **kw):
+    """The env `name` in its variant `mode` (see EnvEntry.variants)."""
+    return llm_marl_envs.registry.make(name, **VARIANTS[name][mode], **kw)
 
 
 @pytest.mark.parametrize("name,mode", CASES)

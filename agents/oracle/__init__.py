@@ -11,6 +11,8 @@ ORACLES: dict[str, str] = {
     "plan_path": "agents.oracle.plan_path:PlanPathOracle",
     "sokoban": "agents.oracle.sokoban:SokobanOracle",
     "sudoku": "agents.oracle.sudoku:SudokuOracle",
+    "code": "agents.oracle.code:CodeOracle",
+    "math": "agents.oracle.math:MathOracle",
 }
 
 
