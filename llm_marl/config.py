@@ -1,0 +1,155 @@
+"""Trainer configuration: one dataclass per concern; the CLI flags are generated from the fields.
+
+Every field has a type, a default and a help text (in `metadata["help"]`), written once: `llm-marl
+train --help` shows it. `__post_init__` checks each rule and names the fix in a ValueError.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import dataclasses
+import types
+import typing
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+
+def opt(default: Any, help: str, **kw: Any) -> Any:
+    """A config field with its help text."""
+    if isinstance(default, (dict, list)):
+        return field(default_factory=lambda d=default: type(d)(d), metadata={"help": help, **kw})
+    return field(default=default, metadata={"help": help, **kw})
+
+
+@dataclass
+class ModelConfig:
+    model: str = opt("smollm2-135m", "model: a built-in (smollm2-135m, tiny-random), a local folder or a Hugging Face id in the local cache")
+    engine: Literal["hf", "vllm"] = opt("hf", "sampling backend: hf (transformers, shares the trainer's model) or vllm")
+    policy: str = opt("shared", "role->adapter map: shared (one LoRA for all roles), per-role, or explicit 'tool=a,planner=b'")
+    lora_r: int = opt(16, "LoRA rank")
+    lora_alpha: int = opt(32, "LoRA alpha")
+    lora_dropout: float = opt(0.0, "LoRA dropout")
+
+    def __post_init__(self) -> None:
+        if self.lora_r < 1:
+            raise ValueError(f"--lora-r must be >= 1, got {self.lora_r}")
+
+
+@dataclass
+class SamplingConfig:
+    temperature: float = opt(1.0, "rollout temperature; the update assumes exactly this distribution (top-p/top-k off)")
+    max_new_tokens: int = opt(256, "longest reply, in tokens")
+    eval_temperature: float = opt(0.0, "evaluation temperature (0 = greedy, as in the papers' validation)")
+
+    def __post_init__(self) -> None:
+        if self.temperature <= 0:
+            raise ValueError(f"--temperature must be > 0 for RL rollouts (got {self.temperature}); use eval for greedy decoding")
+        if self.max_new_tokens < 1:
+            raise ValueError(f"--max-new-tokens must be >= 1, got {self.max_new_tokens}")
+
+
+@dataclass
+class OptimConfig:
+    lr: float = opt(1e-4, "AdamW learning rate of each adapter")
+    weight_decay: float = opt(0.01, "AdamW weight decay")
+    schedule: Literal["constant", "linear", "cosine"] = opt("constant", "learning-rate schedule after warm-up")
+    warmup_steps: int = opt(0, "linear warm-up, in optimiser steps")
+    grad_clip: float = opt(1.0, "max global gradient norm per adapter (AT-GRPO A.2.1: 1.0)")
+    epochs: int = opt(1, "passes over each step's samples")
+    minibatch_size: int = opt(8, "samples per optimiser step (per adapter)")
+    clip_eps: float = opt(0.2, "PPO clip range epsilon (low side)")
+    clip_eps_high: float = opt(0.2, "PPO clip range on the high side")
+    kl_beta: float = opt(0.0, "weight of the k3 KL to the reference (base model, adapters off); 0 disables it")
+    loss_agg: Literal["token-mean", "seq-mean"] = opt("token-mean", "loss aggregation: mean over all tokens, or over sequences of per-sequence means")
+
+    def __post_init__(self) -> None:
+        if self.lr <= 0:
+            raise ValueError(f"--lr must be > 0, got {self.lr}")
+        if self.minibatch_size < 1 or self.epochs < 1:
+            raise ValueError("--minibatch-size and --epochs must be >= 1")
+        if self.kl_beta < 0:
+            raise ValueError(f"--kl-beta must be >= 0, got {self.kl_beta}")
+
+
+# The default main job must run in a few minutes on a CPU laptop: a small grid and few turns.
+QUICK_ENV_ARGS: dict[str, dict[str, Any]] = {
+    "plan_path": {"height": 4, "width": 4, "wall_density": 0.15, "min_path_length": 2, "max_path_length": 4, "max_turns": 2},
+}
+
+
+@dataclass
+class RunConfig:
+    env: str = opt("plan_path", "environment (see `llm-marl envs`)")
+    env_args: dict = opt({}, "environment option KEY=VALUE (repeatable); unset: a small quick configuration of the env", flag="--env-arg")
+    algo: str = opt("at-grpo", "algorithm: grpo, at-grpo, matpo")
+    steps: int = opt(4, "training steps (rollout + update)")
+    envs_per_step: int = opt(2, "environment instances (tasks) sampled per step")
+    seed: int = opt(0, "run seed: instances, sampling and initialisation derive from it")
+    out_dir: str = opt("runs", "root folder of run directories")
+    run_name: str = opt("", "run directory name (default <env>__<algo>__<seed>__<time>)")
+    checkpoint_every: int = opt(1, "write a checkpoint every N steps (and at the end)")
+    deterministic: bool = opt(False, "deterministic torch kernels and seeded sampling: a resumed run equals an uninterrupted one")
+    progress: bool = opt(True, "progress bars (off automatically when not a terminal)")
+
+    def __post_init__(self) -> None:
+        if self.steps < 1 or self.envs_per_step < 1:
+            raise ValueError("--steps and --envs-per-step must be >= 1")
+        if self.checkpoint_every < 1:
+            raise ValueError(f"--checkpoint-every must be >= 1, got {self.checkpoint_every}")
+
+
+# ---------------------------------------------------------------------------- dataclass <-> argparse
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def _base_type(annotation: Any) -> Any:
+    """The runtime type of a resolved field annotation (Optional[X] -> X)."""
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        return _base_type(args[0])
+    return annotation
+
+
+def _parse_kv(value: str) -> tuple[str, Any]:
+    if "=" not in value:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {value!r}")
+    key, raw = value.split("=", 1)
+    try:
+        return key.strip(), ast.literal_eval(raw)
+    except (ValueError, SyntaxError):
+        return key.strip(), raw
+
+
+def add_arguments(parser: argparse.ArgumentParser, cls: type, title: str) -> None:
+    """Add one flag per field of `cls`, with its help and choices. Defaults are left to the class."""
+    group = parser.add_argument_group(title)
+    hints = typing.get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        help_text = f.metadata.get("help", "")
+        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
+        kind = _base_type(hints[f.name])
+        kwargs: dict[str, Any] = {"dest": f.name, "default": argparse.SUPPRESS, "help": f"{help_text} (default: {default!r})"}
+        if typing.get_origin(kind) is Literal:
+            kwargs["choices"] = list(typing.get_args(kind))
+        elif kind is bool:
+            kwargs["action"] = argparse.BooleanOptionalAction
+        elif kind is dict:
+            kwargs.update(action="append", type=_parse_kv, metavar="KEY=VALUE")
+            kwargs["help"] = help_text
+        elif kind in (int, float, str):
+            kwargs["type"] = kind
+        group.add_argument(f.metadata.get("flag", _flag(f.name)), **kwargs)
+
+
+def from_args(cls: type, args: argparse.Namespace, base: dict[str, Any] | None = None) -> Any:
+    """Instantiate `cls` from `base` (e.g. a saved config) overridden by the flags that were given."""
+    values = dict(base or {})
+    hints = typing.get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        if hasattr(args, f.name):
+            value = getattr(args, f.name)
+            values[f.name] = dict(value) if _base_type(hints[f.name]) is dict else value
+    return cls(**{k: v for k, v in values.items() if k in {f.name for f in dataclasses.fields(cls)}})

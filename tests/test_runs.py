@@ -1,0 +1,75 @@
+"""Run directories and config flags (no model involved)."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from llm_marl.config import ModelConfig, OptimConfig, RunConfig, SamplingConfig, add_arguments, from_args
+from llm_marl.runs import RunDir
+
+
+def test_run_dir_layout_metrics_and_checkpoints(tmp_path):
+    run = RunDir.create(tmp_path, "plan_path", "at-grpo", 3)
+    assert run.path.name.startswith("plan_path__at-grpo__3__")
+    run.save_config({"a": 1})
+    assert RunDir.open(run.path).load_config() == {"a": 1}
+    for step in (1, 2, 3):
+        run.log_metrics(step, {"reward/mean": step / 10})
+        run.write_trajectories(step, [{"text": f"s{step}"}])
+        tmp = run.begin_checkpoint(step)
+        (tmp / "state.txt").write_text(str(step))
+        run.commit_checkpoint(step, tmp, keep=2)
+    step, path = run.latest_checkpoint()
+    assert step == 3 and (path / "state.txt").read_text() == "3"
+    assert sorted(p.name for p in (run.path / "checkpoints").glob("step_*")) == ["step_000002", "step_000003"]
+    run.truncate_after(2)
+    assert [m["step"] for m in run.metrics()] == [1, 2]
+    assert sorted(p.name for p in (run.path / "trajectories").iterdir()) == ["step_000001.jsonl", "step_000002.jsonl"]
+
+
+def test_an_unfinished_checkpoint_is_ignored(tmp_path):
+    run = RunDir.create(tmp_path, "e", "a", 0)
+    tmp = run.begin_checkpoint(1)
+    run.commit_checkpoint(1, tmp)
+    run.begin_checkpoint(2)  # killed before commit
+    assert run.latest_checkpoint()[0] == 1
+
+
+def test_existing_run_dir_is_not_overwritten(tmp_path):
+    RunDir.create(tmp_path, "e", "a", 0, name="x").save_config({})
+    with pytest.raises(ValueError, match="--resume"):
+        RunDir.create(tmp_path, "e", "a", 0, name="x")
+    with pytest.raises(ValueError, match="not a run directory"):
+        RunDir.open(tmp_path / "missing")
+
+
+def parser():
+    p = argparse.ArgumentParser()
+    for cls, title in [(ModelConfig, "model"), (SamplingConfig, "sampling"), (OptimConfig, "optim"), (RunConfig, "run")]:
+        add_arguments(p, cls, title)
+    return p
+
+
+def test_flags_override_defaults_and_saved_values():
+    args = parser().parse_args(["--lr", "3e-4", "--env-arg", "height=5", "--env-arg", "mode=planner", "--no-progress", "--loss-agg", "seq-mean"])
+    optim = from_args(OptimConfig, args, base={"lr": 1.0, "epochs": 3})
+    assert optim.lr == 3e-4 and optim.epochs == 3 and optim.loss_agg == "seq-mean"
+    run = from_args(RunConfig, args)
+    assert run.env_args == {"height": 5, "mode": "planner"} and run.progress is False
+
+
+@pytest.mark.parametrize("argv,fix", [(["--temperature", "0"], "use eval for greedy"), (["--lr", "-1"], "--lr must be > 0"),
+                                      (["--steps", "0"], "--steps")])
+def test_bad_config_names_the_fix(argv, fix):
+    args = parser().parse_args(argv)
+    with pytest.raises(ValueError, match=fix):
+        for cls in (SamplingConfig, OptimConfig, RunConfig):
+            from_args(cls, args)
+
+
+def test_bad_choice_is_rejected_by_the_parser(capsys):
+    with pytest.raises(SystemExit):
+        parser().parse_args(["--loss-agg", "sum"])
+    assert "invalid choice" in capsys.readouterr().err
