@@ -1,0 +1,136 @@
+"""Algorithms, keyed by CLI id. Each differs only in sampling plan, credit per sample and group key.
+
+    algo = get("at-grpo")
+    config = algo.config_cls(K=4, alpha=1.0)
+    out = rollout(tasks, algo.sampling_plan(config), engine, sigma, sampling)
+    stats = assign_advantages(out, algo, config, AdvantageConfig())
+    batches = batches_by_adapter(out.samples)          # AT-GRPO Eq. 2: one batch per policy
+
+A module `llm_marl/algorithms/<algo>.py` provides `Config`, `sampling_plan(config)`,
+`credit(sample, episode, config)`, `group_key(sample, config)` and `ADVANTAGE_UNIT` ("sample":
+each sample is a member of its group; "episode": one member per episode, whose credit is shared
+by all its samples and whose advantage is broadcast to them). Adding one is a new module and a
+line in `ALGORITHMS`; the rollout driver, the advantage and the loss do not change.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+import torch
+
+from llm_marl.advantage import AdvantageConfig, group_advantages
+from llm_marl.rollout import Episode, Rollout, Sample, SamplingPlan
+
+
+@dataclass(frozen=True)
+class AlgorithmEntry:
+    id: str
+    """CLI id (`--algo`)."""
+    module: str
+    paper: str
+    summary: str
+
+
+ALGORITHMS: dict[str, AlgorithmEntry] = {
+    e.id: e
+    for e in [
+        AlgorithmEntry("grpo", "grpo", "DeepSeekMath, arXiv:2402.03300",
+                       "single agent; parallel(G); credit = episode mean reward; group = task"),
+        AlgorithmEntry("at-grpo", "at_grpo", "AT-GRPO, arXiv:2510.11062",
+                       "tree(K); credit = α·r_team + m·r_loc (Eq. 4); group = (env, agent, turn)"),
+        AlgorithmEntry("matpo", "matpo", "MATPO, arXiv:2510.04678",
+                       "parallel(G); credit = 0.9·acc + 0.1·fmt per rollout, broadcast to workers; group = query"),
+    ]
+}
+
+
+@dataclass(frozen=True)
+class Algorithm:
+    id: str
+    module: ModuleType
+    config_cls: type
+    sampling_plan: Callable[[Any], SamplingPlan]
+    credit: Callable[[Sample, Episode | None, Any], float]
+    group_key: Callable[[Sample, Any], Hashable]
+    advantage_unit: str
+
+    def env_kwargs(self, config: Any, env: str) -> dict[str, Any]:
+        """Constructor arguments of `env` that the algorithm needs: the registry variant named by
+        `config.variant` ("" = the environment's first single-agent variant, GRPO's baseline);
+        nothing for algorithms without a `variant` field (the multi-agent workflow)."""
+        variant = getattr(config, "variant", None)
+        if variant is None:
+            return {}
+        from llm_marl_envs.registry import get as get_env
+
+        table = dict(get_env(env).variants)
+        if not variant:
+            singles = [name for name in table if name != "mas"]
+            if not singles:
+                raise ValueError(f"{env} has no single-agent variant for {self.id}; pass --variant (one of {', '.join(table)})")
+            variant = singles[0]
+        if variant not in table:
+            raise ValueError(f"{env} has no variant {variant!r}; use one of {', '.join(table)}")
+        return dict(table[variant])
+
+
+def get(algo_id: str) -> Algorithm:
+    entry = ALGORITHMS.get(algo_id.strip().lower().replace("_", "-"))
+    if entry is None:
+        raise ValueError(f"unknown algorithm {algo_id!r}; available: {', '.join(ALGORITHMS)}")
+    mod = importlib.import_module(f"llm_marl.algorithms.{entry.module}")
+    unit = getattr(mod, "ADVANTAGE_UNIT", "sample")
+    if unit not in ("sample", "episode"):
+        raise ValueError(f"{mod.__name__}.ADVANTAGE_UNIT must be 'sample' or 'episode', got {unit!r}")
+    return Algorithm(entry.id, mod, mod.Config, mod.sampling_plan, mod.credit, mod.group_key, unit)
+
+
+def assign_advantages(rollout: Rollout, algorithm: Algorithm | str, config: Any,
+                      advantage: AdvantageConfig = AdvantageConfig()) -> dict[str, float]:
+    """Fill `credit`, `group_key` and `advantage` of every trainable sample; return metrics.
+
+    Members of a group are samples (`advantage_unit="sample"`) or episodes ("episode"; every
+    sample of an episode must get the same credit). Groups of one and zero-variance groups get
+    advantage 0 and are counted (`advantage/singleton_groups`, `advantage/zero_std_groups`).
+    """
+    algo = get(algorithm) if isinstance(algorithm, str) else algorithm
+    episodes = rollout.episodes_by_id()
+    samples = [s for s in rollout.samples if s.trainable]
+    for s in samples:
+        s.credit = float(algo.credit(s, episodes.get(s.episode_id), config))
+        s.group_key = algo.group_key(s, config)
+        if not math.isfinite(s.credit):
+            raise ValueError(f"{algo.id}: credit of sample {s.sample_id} is {s.credit}")
+    member_of: dict[Hashable, int] = {}
+    member_credit: list[float] = []
+    member_group: list[Hashable] = []
+    index = []
+    for s in samples:
+        key = s.sample_id if algo.advantage_unit == "sample" else (s.group_key, s.episode_id)
+        if key not in member_of:
+            member_of[key] = len(member_credit)
+            member_credit.append(s.credit)
+            member_group.append(s.group_key)
+        elif member_credit[member_of[key]] != s.credit:
+            raise ValueError(f"{algo.id}: samples of episode {s.episode_id} got different credits "
+                             f"({member_credit[member_of[key]]} vs {s.credit}); an episode-level credit must be shared")
+        index.append(member_of[key])
+    adv, stats = group_advantages(torch.tensor(member_credit, dtype=torch.float64), member_group, advantage.eps, advantage.scale)
+    for s, m in zip(samples, index):
+        s.advantage = float(adv[m])
+    credits = torch.tensor([s.credit for s in samples], dtype=torch.float64)
+    out = {f"advantage/{k}": v for k, v in stats.items()}
+    out["advantage/members"] = float(len(member_credit))
+    out["credit/mean"] = float(credits.mean()) if len(samples) else 0.0
+    out["credit/std"] = float(credits.std(unbiased=False)) if len(samples) else 0.0
+    out["samples/trainable"] = float(len(samples))
+    return out
+
+
+__all__ = ["ALGORITHMS", "Algorithm", "AlgorithmEntry", "assign_advantages", "get"]

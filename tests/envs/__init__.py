@@ -1,0 +1,1 @@
+"""Test-only environments and engines (not registered, not shipped)."""

@@ -1,0 +1,165 @@
+"""The clipped surrogate's gradients against the hand-derived policy-gradient direction."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from llm_marl.loss import (LossConfig, aggregate, clipped_surrogate, entropy_from_logits, kl_k3, log_ratio,
+                           policy_loss)
+
+B, T, V = 3, 4, 5
+LENGTHS = [4, 2, 3]
+ADV = torch.tensor([1.0, -0.5, 2.0])
+
+
+def batch():
+    g = torch.Generator().manual_seed(0)
+    logits = torch.randn(B, T, V, generator=g, dtype=torch.float64).requires_grad_()
+    ids = torch.randint(0, V, (B, T), generator=g)
+    mask = torch.tensor([[1.0 if t < n else 0.0 for t in range(T)] for n in LENGTHS], dtype=torch.float64)
+    return logits, ids, mask
+
+
+def token_logprobs(logits, ids):
+    return torch.log_softmax(logits, dim=-1).gather(-1, ids.unsqueeze(-1)).squeeze(-1)
+
+
+def score_direction(logits, ids):
+    """d log π(y_t) / d logits_t = onehot(y_t) - softmax(logits_t): [B, T, V]."""
+    return torch.nn.functional.one_hot(ids, V).double() - torch.softmax(logits.detach(), dim=-1)
+
+
+@pytest.mark.parametrize(
+    "aggregation,weight",
+    [
+        # d loss / d logp_{b,t} = -A_b · m_bt · weight_b  (ratio = 1, nothing clipped)
+        ("token-mean", lambda b: 1.0 / sum(LENGTHS)),
+        ("seq-mean", lambda b: 1.0 / (B * LENGTHS[b])),
+        ("seq-sum", lambda b: 1.0 / B),
+    ],
+)
+def test_surrogate_gradient_is_the_policy_gradient(aggregation, weight):
+    logits, ids, mask = batch()
+    logp = token_logprobs(logits, ids)
+    loss, metrics = policy_loss(logp, logp.detach(), ADV.double(), mask, LossConfig(aggregation=aggregation))
+    loss.backward()
+    expected = torch.zeros(B, T, V, dtype=torch.float64)
+    direction = score_direction(logits, ids)
+    for b in range(B):
+        expected[b] = -ADV[b] * weight(b) * mask[b].unsqueeze(-1) * direction[b]
+    assert torch.allclose(logits.grad, expected, atol=1e-12)
+    assert metrics["loss/clip_frac"] == 0.0 and metrics["loss/approx_kl"] == pytest.approx(0.0)
+    assert metrics["loss/ratio_mean"] == pytest.approx(1.0)
+    # At ratio 1 the loss value is the advantage-weighted normaliser itself.
+    assert loss.item() == pytest.approx(-sum(ADV[b].item() * LENGTHS[b] * weight(b) for b in range(B)))
+
+
+def test_gradient_step_raises_positive_and_lowers_negative_advantage_tokens():
+    logits, ids, mask = batch()
+    logp = token_logprobs(logits, ids)
+    loss, _ = policy_loss(logp, logp.detach(), ADV.double(), mask, LossConfig(aggregation="seq-mean"))
+    loss.backward()
+    with torch.no_grad():
+        new = token_logprobs(logits - 1e-3 * logits.grad, ids)
+    change = ((new - logp.detach()) * mask).sum(dim=1)
+    assert change[0] > 0 and change[1] < 0 and change[2] > 0
+
+
+def test_segments_share_one_normaliser():
+    """MATPO: rows 0 and 1 are one rollout; its tokens are averaged together, then over rollouts."""
+    logits, ids, mask = batch()
+    logp = token_logprobs(logits, ids)
+    seg = torch.tensor([7, 7, 3])
+    loss, _ = policy_loss(logp, logp.detach(), ADV.double(), mask, LossConfig(aggregation="seq-mean"), segment_ids=seg)
+    loss.backward()
+    per_row = torch.tensor([1 / (2 * 6), 1 / (2 * 6), 1 / (2 * 3)], dtype=torch.float64)
+    expected = -(ADV.double() * per_row).view(B, 1, 1) * mask.unsqueeze(-1) * score_direction(logits, ids)
+    assert torch.allclose(logits.grad, expected, atol=1e-12)
+
+
+def test_clipping_zeroes_the_gradient_outside_the_trust_region():
+    logp = torch.zeros(3, 2, dtype=torch.float64, requires_grad=True)
+    mask = torch.ones(3, 2, dtype=torch.float64)
+    adv = torch.tensor([1.0, -1.0, -1.0], dtype=torch.float64)
+    # ratios: row 0 (A>0) e^0.5 and e^0.1; row 1 (A<0) e^-0.5 and e^-0.1; row 2 (A<0) e^0.5 and e^0.1
+    old = -torch.tensor([[0.5, 0.1], [-0.5, -0.1], [0.5, 0.1]], dtype=torch.float64)
+    cfg = LossConfig(eps_low=0.2, eps_high=0.2, aggregation="token-mean")
+    loss, metrics = policy_loss(logp, old, adv, mask, cfg)
+    loss.backward()
+    ratio = torch.exp(logp.detach() - old)
+    expected = -adv.unsqueeze(1) * ratio / 6
+    expected[0, 0] = 0.0  # ratio 1.65 > 1.2 with A > 0: clipped
+    expected[1, 0] = 0.0  # ratio 0.61 < 0.8 with A < 0: clipped
+    # row 2, token 0: ratio 1.65 with A < 0 keeps the (pessimistic) unclipped term and its gradient
+    assert torch.allclose(logp.grad, expected, atol=1e-12)
+    assert logp.grad[2, 0] > 0
+    assert metrics["loss/clip_frac"] == pytest.approx(2 / 6)
+
+
+def test_clip_higher_is_asymmetric():
+    lr = torch.full((1, 1), math.log(1.25), dtype=torch.float64)
+    adv = torch.tensor([1.0], dtype=torch.float64)
+    assert clipped_surrogate(lr, adv, 0.2, 0.2)[1].item() is True
+    assert clipped_surrogate(lr, adv, 0.2, 0.28)[1].item() is False
+
+
+def test_sequence_level_ratio_and_clipping():
+    logp = torch.zeros(2, 3, dtype=torch.float64, requires_grad=True)
+    mask = torch.tensor([[1.0, 1.0, 1.0], [1.0, 1.0, 0.0]], dtype=torch.float64)
+    adv = torch.tensor([1.0, 1.0], dtype=torch.float64)
+    cfg = LossConfig(ratio_level="sequence", aggregation="seq-mean")
+    # row 0: ratio 1 -> dL/dlogp_t = -A/S for each token; row 1: Σ log ratio = 0.3 > log 1.2 -> clipped
+    old = torch.tensor([[0.0, 0.0, 0.0], [-0.1, -0.2, 5.0]], dtype=torch.float64)
+    lr = log_ratio(logp.detach(), old, mask, "sequence")
+    assert lr[1, :2].tolist() == pytest.approx([0.3, 0.3]) and lr[1, 2] == 0
+    loss, _ = policy_loss(logp, old, adv, mask, cfg)
+    loss.backward()
+    assert logp.grad[0].tolist() == pytest.approx([-0.5, -0.5, -0.5])
+    assert logp.grad[1].tolist() == pytest.approx([0.0, 0.0, 0.0])
+
+
+def test_k3_kl_is_nonnegative_and_pulls_toward_the_reference():
+    logp = torch.tensor([[0.0, -1.0, -2.0]], dtype=torch.float64, requires_grad=True)
+    ref = torch.tensor([[-0.3, -1.0, -1.5]], dtype=torch.float64)
+    kl = kl_k3(logp, ref)
+    assert (kl >= 0).all() and kl[0, 1] == 0
+    mask = torch.ones_like(ref)
+    adv = torch.zeros(1, dtype=torch.float64)
+    loss, metrics = policy_loss(logp, logp.detach(), adv, mask, LossConfig(beta=0.1), ref_logprobs=ref)
+    loss.backward()
+    # Above the reference -> positive gradient (descent lowers it); below -> negative; equal -> 0.
+    assert logp.grad[0, 0] > 0 and logp.grad[0, 1] == 0 and logp.grad[0, 2] < 0
+    assert logp.grad[0, 0] == pytest.approx(0.1 * (1 - math.exp(-0.3)) / 3)
+    assert metrics["loss/kl_ref"] > 0
+    with pytest.raises(ValueError, match="ref_logprobs"):
+        policy_loss(logp, logp.detach(), adv, mask, LossConfig(beta=0.1))
+
+
+def test_micro_batches_with_the_full_normaliser_add_up():
+    logits, ids, mask = batch()
+    logp = token_logprobs(logits, ids).detach()
+    old = logp + 0.05
+    full = aggregate(clipped_surrogate(log_ratio(logp, old, mask), ADV.double())[0], mask, "token-mean")
+    parts = sum(
+        aggregate(clipped_surrogate(log_ratio(logp[s], old[s], mask[s]), ADV.double()[s])[0], mask[s], "token-mean",
+                  normalizer=float(mask.sum()))
+        for s in (slice(0, 1), slice(1, 3)))
+    assert parts.item() == pytest.approx(full.item())
+    full = aggregate(logp, mask, "seq-mean")
+    parts = sum(aggregate(logp[s], mask[s], "seq-mean", normalizer=3.0) for s in (slice(0, 2), slice(2, 3)))
+    assert parts.item() == pytest.approx(full.item())
+
+
+def test_entropy_metric_and_config_errors():
+    logits = torch.zeros(1, 2, 4)
+    assert entropy_from_logits(logits)[0].tolist() == pytest.approx([math.log(4)] * 2)
+    logp = torch.zeros(1, 2)
+    _, metrics = policy_loss(logp, logp, torch.zeros(1), torch.ones(1, 2), entropy=entropy_from_logits(logits))
+    assert metrics["loss/entropy"] == pytest.approx(math.log(4))
+    with pytest.raises(ValueError, match="aggregation"):
+        LossConfig(aggregation="mean")
+    with pytest.raises(ValueError, match="ratio_level"):
+        LossConfig(ratio_level="trajectory")

@@ -1,0 +1,235 @@
+"""The rollout driver: wave batching, fork discipline, independence of parallel episodes, plan extension."""
+
+from __future__ import annotations
+
+import copy
+import itertools
+from functools import partial
+
+import pytest
+
+from envs import delegation
+from llm_marl.engines.base import SamplingParams
+from llm_marl.rollout import (Decision, Parallel, Task, collate, make_tasks, parallel, resolve_sigma, rollout, tree)
+from llm_marl_envs import plan_path_v0
+from llm_marl_envs.plan_path.generator import PlanPathInstance
+from llm_marl_envs.plan_path.rules import Grid
+
+try:
+    from llm_marl.engines.scripted import ScriptedEngine
+except ImportError:  # the engines land in parallel; same constructor
+    from envs.fake_engine import ScriptedEngine
+
+INSTANCE = PlanPathInstance(Grid(3, 4, frozenset({(0, 2), (1, 2)})), (0, 0), (1, 3), 6)
+SIGMA = {"tool": "tool-lora", "planner": "planner-lora"}
+
+
+class Counting:
+    def __init__(self, inner):
+        self.inner = inner
+        self.calls = []
+        self.seeds = []
+
+    def generate(self, requests, sampling):
+        self.calls.append(list(requests))
+        self.seeds.append(sampling.seed)
+        return self.inner.generate(requests, sampling)
+
+
+def engine(reply_fn=lambda req, k: "hello"):
+    return Counting(ScriptedEngine(reply_fn))
+
+
+def plan_path_task(task_id, mode="mas", max_turns=2):
+    return Task(task_id, partial(plan_path_v0.raw_env, mode=mode, max_turns=max_turns), seed=0, options={"instance": INSTANCE})
+
+
+def snapshot(env):
+    """Everything the contract exposes about the state."""
+    return (env.agent_selection, list(env.agents), copy.deepcopy(env.infos), dict(env.rewards), dict(env.terminations),
+            dict(env.truncations), {a: env.observe(a) for a in env.possible_agents})
+
+
+def test_one_engine_call_per_wave_across_envs_branches_and_roles():
+    eng = engine()
+    tasks = (make_tasks("plan_path", seeds=[0, 1], env_kwargs={"max_turns": 2, "height": 6, "width": 6})
+             + make_tasks("plan_path", seeds=[0], env_kwargs={"mode": "planner", "max_turns": 2, "height": 6, "width": 6},
+                          prefix="plan_path-single"))
+    out = rollout(tasks, parallel(2), eng, sigma=SIGMA)
+    # mas: tool, planner, tool, planner; single planner: planner, planner. Garbage text never ends early.
+    assert out.stats["waves"] == out.stats["engine_calls"] == len(eng.calls) == 4
+    assert [len(c) for c in eng.calls] == [6, 6, 4, 4]
+    first = eng.calls[0]
+    assert {r.tag.task_id for r in first} == {t.task_id for t in tasks}
+    assert {(r.tag.agent, r.adapter) for r in first} == {("tool", "tool-lora"), ("planner", "planner-lora")}
+    assert all(r.n == 1 for c in eng.calls for r in c)
+    assert len(out.samples) == 4 * 4 + 2 * 2 and len(out.episodes) == 6
+    assert all(not ep.success and not ep.cut for ep in out.episodes)
+
+
+def test_forks_never_mutate_the_original():
+    env = plan_path_v0.raw_env(mode="mas", max_turns=2)
+    env.reset(seed=0, options={"instance": INSTANCE})
+    before = snapshot(env)
+    f = env.fork()
+    f.step("```python\nprint('[D, D, R]')\n```")
+    f.step("#### [D, D, R]")
+    assert snapshot(env) == before
+    assert "Current position: (2, 1)" in f.observe("tool")["messages"][-1]["content"]
+    g = env.fork()
+    assert snapshot(g) == before
+
+    d = delegation.raw_env()
+    d.reset(seed=3)
+    before = snapshot(d)
+    fd = d.fork()
+    fd.step("<delegate>x</delegate>")
+    fd.step("<summary>y</summary>")
+    assert snapshot(d) == before and fd.agent_selection == "planner"
+
+
+class Spy:
+    """Proxy that logs which environment object is stepped; forks are new spies."""
+
+    serial = itertools.count()
+
+    def __init__(self, env, log):
+        self._env, self._log, self.id = env, log, next(Spy.serial)
+
+    def __getattr__(self, name):
+        return getattr(self._env, name)
+
+    def step(self, action):
+        self._log.append(self.id)
+        self._env.step(action)
+
+    def fork(self):
+        return Spy(self._env.fork(), self._log)
+
+
+def test_tree_steps_only_forks_and_each_fork_once():
+    log, roots = [], []
+
+    def make():
+        roots.append(Spy(plan_path_v0.raw_env(mode="planner", max_turns=3), log))
+        return roots[-1]
+
+    answers = itertools.cycle(["#### [D]", "#### [U]", "#### [R]"])
+    out = rollout([Task("t", make, seed=0, options={"instance": INSTANCE})], tree(3), engine(lambda req, k: next(answers)))
+    assert len(out.samples) == 9 and out.stats["waves"] == 3
+    assert roots[0].id not in log
+    assert sorted(log) == sorted(set(log))  # 9 forks, each stepped once
+    assert snapshot(roots[0]._env)[0] == "planner" and roots[0]._env.infos["planner"]["turn"] == 0
+
+
+def test_parallel_episodes_are_independent():
+    script = {"t/g0": ["#### [D, D, R, R, R, U]"], "t/g1": ["#### [D, D, R]", "#### [U]"], "t/g2": ["#### [R]", "#### [D]"]}
+    eng = engine(lambda req, k: script[req.tag.episode_id][req.tag.step])
+    out = rollout([plan_path_task("t", mode="planner")], parallel(3), eng)
+    eps = out.episodes_by_id()
+    assert eps["t/g0"].success and len(eps["t/g0"].sample_ids) == 1
+    assert not eps["t/g1"].success and not eps["t/g2"].success
+    second = {out.samples[ep.sample_ids[1]].episode_id: out.samples[ep.sample_ids[1]] for ep in eps.values() if ep.steps == 2}
+    assert "Current position: (2, 1)" in second["t/g1"].messages[-1]["content"]
+    assert "Current position: (0, 1)" in second["t/g2"].messages[-1]["content"]
+    # All G episodes start from one identical prompt; only the unfinished ones get a second wave.
+    firsts = [out.samples[ep.sample_ids[0]] for ep in eps.values()]
+    assert all(s.messages == firsts[0].messages for s in firsts)
+    assert [len(c) for c in eng.calls] == [3, 2]
+    assert eps["t/g1"].returns["planner"] == pytest.approx(sum(out.samples[i].reward for i in eps["t/g1"].sample_ids))
+
+
+class FixedPlanner(Parallel):
+    """A plan written outside the driver: the planner's replies are fixed (a replay), the tool samples."""
+
+    def decide(self, branch, agent, observation):
+        return Decision(replies=("#### [D, D, R]",)) if agent == "planner" else Decision(n=1)
+
+
+def test_a_new_plan_needs_no_driver_change():
+    eng = engine(lambda req, k: "```python\nprint('[R]')\n```")
+    out = rollout([plan_path_task("t")], FixedPlanner(1), eng, sigma=SIGMA)
+    assert all(r.tag.agent == "tool" for c in eng.calls for r in c) and len(eng.calls) == 2
+    planner = [s for s in out.samples if s.role == "planner"]
+    assert len(planner) == 2 and not any(s.trainable for s in planner)
+    assert all(s.prompt_ids == [] and s.response_ids == [] for s in planner)
+    assert out.stats["fixed_replies"] == 2 and out.stats["engine_calls"] == 2
+
+
+class ForkAt(Parallel):
+    """MHGPO-style fork point written outside the driver: G replies at `agent`'s first turn, all go on."""
+
+    def __init__(self, agent, G):
+        super().__init__(1)
+        self.agent, self.fork_G = agent, G
+
+    def decide(self, branch, agent, observation):
+        return Decision(n=self.fork_G) if agent == self.agent and not branch.data.get("forked") else Decision(n=1)
+
+    def expand(self, turn):
+        if len(turn.replies) == 1:
+            return super().expand(turn)
+        outs = [turn.step(c, fork=True, episode_id=f"{turn.branch.episode_id}/f{c}") for c in range(len(turn.replies))]
+        for o in outs:
+            o.branch.data["forked"] = True
+        return [o.branch for o in outs]
+
+
+def test_fork_point_plan_keeps_every_fork():
+    eng = engine(lambda req, k: "#### [D]" if req.tag.agent == "planner" else "```python\nprint('[D]')\n```")
+    out = rollout([plan_path_task("t")], ForkAt("planner", 2), eng)
+    assert [[r.n for r in c] for c in eng.calls] == [[1], [2], [1, 1], [1, 1]]
+    eps = out.episodes_by_id()
+    assert sorted(eps) == ["t/g0/f0", "t/g0/f1"]
+    shared = out.samples[eps["t/g0/f0"].sample_ids[0]]
+    assert shared.role == "tool" and all(ep.sample_ids[0] == shared.sample_id for ep in eps.values())
+    assert all(len(ep.sample_ids) == 4 for ep in eps.values())
+
+
+def test_max_steps_cuts_the_episode():
+    eng = engine(lambda req, k: "<delegate>x</delegate>" if req.tag.agent == "planner" else "<summary>y</summary>")
+    out = rollout([Task("d", partial(delegation.raw_env, max_turns=3), seed=1)], parallel(1), eng, max_steps=2)
+    (ep,) = out.episodes
+    assert ep.cut and ep.steps == 2 and out.stats["cut_episodes"] == 1
+
+
+def test_wave_seeds_are_derived_and_reproducible():
+    seeds = []
+    for _ in range(2):
+        eng = engine()
+        rollout([plan_path_task("t", mode="planner")], parallel(2), eng, sampling=SamplingParams(seed=7))
+        seeds.append(eng.seeds)
+    assert seeds[0] == seeds[1] and len(set(seeds[0])) == 2
+    eng = engine()
+    rollout([plan_path_task("t", mode="planner")], parallel(2), eng)
+    assert eng.seeds == [None, None]
+
+
+def test_sigma_forms_and_user_errors():
+    assert resolve_sigma(None)("tool") is None
+    assert resolve_sigma(lambda r: r.upper())("tool") == "TOOL"
+
+    class Policies:
+        def adapter_for(self, role):
+            return "shared"
+
+    assert resolve_sigma(Policies())("planner") == "shared"
+    with pytest.raises(ValueError, match="role 'tool' has no adapter"):
+        rollout([plan_path_task("t")], parallel(1), engine(), sigma={"planner": "p"})
+    with pytest.raises(ValueError, match="unique"):
+        rollout([plan_path_task("t"), plan_path_task("t")], parallel(1), engine())
+    with pytest.raises(ValueError, match="unknown environment"):
+        make_tasks("no_such_env", seeds=[0])
+    with pytest.raises(ValueError, match="G >= 1"):
+        parallel(0)
+
+
+def test_collate_pads_and_segments_by_episode():
+    script = {"t/g0": ["#### [D, D, R, R, R, U]"], "t/g1": ["#### [D]", "#### [D]"]}
+    out = rollout([plan_path_task("t", mode="planner")], parallel(2), engine(lambda req, k: script[req.tag.episode_id][req.tag.step]))
+    batch = collate(out.samples, segment="episode")
+    lengths = [len(s.response_ids) for s in out.samples]
+    assert batch["response_ids"].shape == (3, max(lengths))
+    assert batch["response_mask"].sum(dim=1).tolist() == lengths
+    assert batch["segment_ids"].tolist() == [0, 1, 1]
+    assert collate(out.samples)["segment_ids"].tolist() == [0, 1, 2]
