@@ -29,6 +29,10 @@ class EnvEntry:
     variants: tuple[tuple[str, dict[str, Any]], ...] = (("mas", {}), ("planner", {"mode": "planner"}), ("tool", {"mode": "tool"}))
     """Named constructor options: the multi-agent workflow and the papers' single-agent baselines."""
     has_parallel: bool = False
+    oracle_success: float = 1.0
+    """Fraction of test instances the scripted oracle must solve (checked by the contract tests)."""
+    oracle_turns: int | None = 1
+    """Turns the oracle needs on every instance (None: any number)."""
 
     def load(self) -> Any:
         return importlib.import_module(f"llm_marl_envs.{self.module}")
