@@ -1,0 +1,1 @@
+"""Sokoban (AT-GRPO): tool agent + planner pushing boxes onto goals."""

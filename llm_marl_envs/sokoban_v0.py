@@ -1,0 +1,10 @@
+"""Sokoban v0. See `llm_marl_envs.sokoban.env` for the full documentation."""
+
+from .core.wrappers import make_env_fn
+from .sokoban.env import __doc__ as _doc
+from .sokoban.env import raw_env
+
+__doc__ = _doc
+env = make_env_fn(raw_env)
+
+__all__ = ["env", "raw_env"]
