@@ -1,0 +1,118 @@
+"""Seeded Sudoku puzzles with exactly one solution, proven by the exact solver.
+
+Recipe (as reasoning-gym's mini_sudoku, with our own solver): draw a random complete grid (the
+solver with a random digit order), then visit the cells in a random order and remove each clue
+only if the puzzle still has exactly one solution. Since the complete grid is a solution, that is
+"no completion differs from it at the removed cell" (`solver.has_other_solution`, equivalent to
+`count_solutions(limit=2) == 1` and about twice as fast; the tests re-check every puzzle with
+`count_solutions` and with independent solvers). Removal stops at `min_clues` clues or after
+`max_removals` removals; with neither, the puzzle is minimal (no clue can be removed). A puzzle
+left with more than `max_clues` clues is redrawn. Every random choice comes from the caller's
+`numpy.random.Generator` (pitfalls #3: the reference's 4x4 generator made puzzles with no
+solution; here uniqueness is a postcondition of `generate`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .rules import Grid, Shape, clue_cells, to_grid
+from .solver import has_other_solution, random_solution
+
+MAX_TRIES = 1_000
+_CHARS = "123456789abcdefghijklmnopqrstuvwxyz"
+# Smallest number of clues of a uniquely solvable puzzle, where it is known (4x4: 4; 9x9: 17).
+KNOWN_MIN_CLUES = {4: 4, 9: 17}
+
+
+@dataclass(frozen=True)
+class SudokuConfig:
+    size: int = 4
+    """N: the grid is N x N with digits 1..N (4 in AT-GRPO; 6, 8, 9, ... also work)."""
+    box_rows: int | None = None
+    """Rows of a box; None picks the most square factorisation of N (4 -> 2x2, 6 -> 2x3, 9 -> 3x3)."""
+    box_cols: int | None = None
+    """Columns of a box; None derives it from `box_rows` and N."""
+    min_clues: int = 0
+    """Stop removing clues once this many are left (a floor: more clues make easier puzzles)."""
+    max_removals: int | None = None
+    """Remove at most this many clues (None: no limit). N² - max_removals is a floor on the clues."""
+    max_clues: int | None = None
+    """Redraw puzzles that keep more clues than this (None: no ceiling). Harder puzzles, slower draws."""
+
+    def __post_init__(self) -> None:
+        shape = self.shape  # validates size and boxes
+        cells = shape.size**2
+        if not 0 <= self.min_clues <= cells:
+            raise ValueError(f"min_clues must be in 0..{cells} for a {shape.size}x{shape.size} grid, got {self.min_clues}")
+        if self.max_removals is not None and not 0 <= self.max_removals <= cells:
+            raise ValueError(f"max_removals must be in 0..{cells} (or None), got {self.max_removals}")
+        if self.max_clues is not None:
+            floor = max(self.min_clues, cells - self.max_removals if self.max_removals is not None else 0)
+            if self.max_clues < floor:
+                raise ValueError(f"max_clues {self.max_clues} is below the clue floor {floor} set by min_clues/max_removals; raise it")
+            known = KNOWN_MIN_CLUES.get(shape.size)
+            if known is not None and self.max_clues < known:
+                raise ValueError(f"a {shape.size}x{shape.size} Sudoku with a unique solution needs at least {known} clues; "
+                                 f"raise max_clues to {known} or more")
+
+    @property
+    def shape(self) -> Shape:
+        return Shape.for_size(self.size, self.box_rows, self.box_cols)
+
+
+@dataclass(frozen=True)
+class SudokuInstance:
+    shape: Shape
+    puzzle: Grid
+    """The clues (0 = blank)."""
+    solution: Grid
+    """The unique solution."""
+
+    @property
+    def size(self) -> int:
+        return self.shape.size
+
+    @property
+    def num_clues(self) -> int:
+        return len(clue_cells(self.puzzle))
+
+    def key(self) -> str:
+        """Canonical text used for hashing into splits: size, box shape and the clue grid."""
+        rows = ("".join(_CHARS[v - 1] if v else "." for v in row) for row in self.puzzle)
+        return f"sudoku:{self.shape.size}:{self.shape.box_rows}x{self.shape.box_cols}:" + "/".join(rows)
+
+
+def remove_clues(solution: Grid, shape: Shape, rng: np.random.Generator, *, min_clues: int = 0,
+                 max_removals: int | None = None) -> Grid:
+    """Remove clues from a complete grid in a random order, keeping the solution unique."""
+    n = shape.size
+    puzzle = [list(row) for row in solution]
+    clues, removals = n * n, 0
+    for i in rng.permutation(n * n).tolist():
+        if clues <= min_clues or (max_removals is not None and removals >= max_removals):
+            break
+        r, c = divmod(i, n)
+        value, puzzle[r][c] = puzzle[r][c], 0
+        # `solution` completes the puzzle, so it stays unique iff no completion differs at (r, c).
+        if not has_other_solution(puzzle, shape, r, c, value):
+            clues -= 1
+            removals += 1
+        else:
+            puzzle[r][c] = value
+    return to_grid(puzzle)
+
+
+def generate(rng: np.random.Generator, config: SudokuConfig = SudokuConfig()) -> SudokuInstance:
+    """One puzzle with exactly one solution, drawn from `rng` (the only source of randomness)."""
+    shape = config.shape
+    for _ in range(MAX_TRIES):
+        solution = random_solution(shape, rng)
+        puzzle = remove_clues(solution, shape, rng, min_clues=config.min_clues, max_removals=config.max_removals)
+        instance = SudokuInstance(shape, puzzle, solution)
+        if config.max_clues is not None and instance.num_clues > config.max_clues:
+            continue
+        return instance
+    raise ValueError(f"no Sudoku puzzle satisfies {config} in {MAX_TRIES} draws; raise max_clues")

@@ -1,0 +1,150 @@
+"""Parse a Sudoku answer: a full grid (JSON array of arrays) or a list of fill steps [[r, c, v], ...].
+
+Model output is untrusted: only `json`, `ast.literal_eval` and a bracket scanner are used, never
+`eval` (pitfalls #5), and every failure is returned as an error string, never raised. Tolerated
+around the answer: any surrounding text, markdown fences, Python tuples `(r, c, v)`, single quotes,
+trailing commas, `null` for a blank in a grid, and a grid written as strings of digits
+(`["12.4", ...]`, `.` or `0` for a blank). The first top-level `[...]` that holds a grid or a
+step list is the answer. The final-answer marker `####` is handled by `core.text.extract_final_answer`.
+
+Structure is checked here; ranges (1..N, indices in bounds) and clues are checked by `rules`.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from .rules import Grid, Step
+
+MAX_STEPS = 1_024
+"""Longest step list accepted (a runaway generation beyond it is a format error)."""
+MAX_SPAN_CHARS = 50_000
+"""Longest bracketed span handed to json/ast (a 16x16 step list needs about 13k characters)."""
+MAX_SPANS = 16
+"""Top-level bracketed spans tried before giving up."""
+_MAX_DEPTH = 3
+
+
+@dataclass(frozen=True)
+class SudokuAnswer:
+    kind: Literal["grid", "steps"]
+    grid: Grid | None = None
+    steps: tuple[Step, ...] = ()
+
+    def to_text(self) -> str:
+        """Canonical JSON: `[[1,2,3,4],...]` for a grid, `[[r,c,v],...]` for steps."""
+        rows = self.grid if self.kind == "grid" else self.steps
+        return "[" + ",".join("[" + ",".join(str(v) for v in row) + "]" for row in (rows or ())) + "]"
+
+
+def _spans(text: str) -> list[tuple[str | None, str | None]]:
+    """Top-level balanced `[...]` spans, in order: (span, None) or (None, why it was skipped)."""
+    out: list[tuple[str | None, str | None]] = []
+    depth, start, deepest = 0, -1, 0
+    for i, ch in enumerate(text):
+        if ch == "[":
+            if depth == 0:
+                start, deepest = i, 0
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch == "]" and depth > 0:
+            depth -= 1
+            if depth == 0:
+                if deepest > _MAX_DEPTH:
+                    out.append((None, f"brackets nested {deepest} deep; a grid or step list has 2 levels"))
+                elif i + 1 - start > MAX_SPAN_CHARS:
+                    out.append((None, f"bracketed text longer than {MAX_SPAN_CHARS} characters"))
+                else:
+                    out.append((text[start:i + 1], None))
+                if len(out) >= MAX_SPANS:
+                    break
+    return out
+
+
+def _load(span: str) -> tuple[Any, str | None]:
+    try:
+        return json.loads(span), None
+    except (ValueError, RecursionError):
+        pass
+    try:
+        return ast.literal_eval(span), None
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return None, "not a JSON or Python list literal"
+
+
+def _int(v: Any) -> int | None:
+    if isinstance(v, bool) or not isinstance(v, int):
+        return None
+    return v
+
+
+def _grid_row(row: Any) -> tuple[int, ...] | None:
+    if isinstance(row, str):
+        # "12.4" / "1204": one character per cell (N <= 9).
+        if not row or any(ch not in ".0123456789" for ch in row):
+            return None
+        return tuple(0 if ch == "." else int(ch) for ch in row)
+    if not isinstance(row, (list, tuple)):
+        return None
+    values = []
+    for v in row:
+        iv = 0 if v is None else _int(v)
+        if iv is None:
+            return None
+        values.append(iv)
+    return tuple(values)
+
+
+def _structure(value: Any, size: int | None) -> tuple[SudokuAnswer | None, str | None]:
+    if not isinstance(value, (list, tuple)):
+        return None, "expected a list"
+    if not value:
+        return None, "empty list: give a grid or at least one [r, c, v] step"
+    # A list of triples is steps (grids have N >= 4 columns; the paper's example
+    # `[[1,3,4],[2,1,6],[9,9,1]]` is a step list).
+    if all(isinstance(row, (list, tuple)) and len(row) == 3 for row in value) and size != 3:
+        if len(value) > MAX_STEPS:
+            return None, f"more than {MAX_STEPS} fill steps"
+        steps = []
+        for row in value:
+            r, c, v = (_int(x) for x in row)
+            if r is None or c is None or v is None:
+                return None, f"fill step {list(row)!r:.60} must be three integers [r, c, v]"
+            steps.append((r, c, v))
+        return SudokuAnswer("steps", steps=tuple(steps)), None
+    parsed = [_grid_row(row) for row in value]
+    rows = [row for row in parsed if row is not None]
+    if len(rows) != len(parsed):
+        return None, "expected a grid (a list of rows of integers) or a list of [r, c, v] fill steps"
+    n = size if size is not None else len(rows)
+    if len(rows) != n or any(len(row) != n for row in rows):
+        lengths = sorted({len(row) for row in rows})[:5]
+        return None, f"expected a {n}x{n} grid or a list of [r, c, v] fill steps; got {len(rows)} rows of lengths {lengths}"
+    return SudokuAnswer("grid", grid=tuple(rows)), None
+
+
+def parse_answer(text: str, size: int | None = None) -> tuple[SudokuAnswer | None, str | None]:
+    """Parse `text` into a grid or fill steps. Returns (answer, None) or (None, error).
+
+    With `size`, a grid must be `size` x `size`; a list of triples is always steps. Values are not
+    range-checked here (see `rules.apply_steps` / `apply_grid`).
+    """
+    if not isinstance(text, str):
+        return None, "the answer is not text"
+    first_error = None
+    for span, skipped in _spans(text):
+        if span is None:
+            first_error = first_error or skipped
+            continue
+        value, error = _load(span)
+        if error is None:
+            answer, error = _structure(value, size)
+            if answer is not None:
+                return answer, None
+        first_error = first_error or error
+    if first_error is None:
+        return None, "no [...] list found: give a JSON grid [[...], ...] or fill steps [[r, c, v], ...]"
+    return None, first_error

@@ -1,0 +1,237 @@
+"""Sudoku rules: N x N grids with box_rows x box_cols boxes. No text, no PettingZoo.
+
+A grid is a tuple of N rows of N ints; 0 is an empty cell. Indices in this module are 0-based;
+fill steps (r, c, v) are 1-based, as in the AT-GRPO prompts (appendix A.2.2).
+
+An answer (a full grid or a list of fill steps) is applied to the current grid atomically:
+- an index or value outside 1..N makes the answer malformed (nothing is applied);
+- an answer that would change a given clue is rejected as a whole (the grid is unchanged);
+  writing a clue's own value onto it is harmless;
+- otherwise every edit is applied, even one that duplicates a digit: legality is judged on the
+  resulting grid (A.1.3: "no row/column/subgrid duplicates in G_k"), and a later answer may
+  overwrite any cell that is not a clue. In a grid answer, 0 (or null) means "leave empty".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+Grid = tuple[tuple[int, ...], ...]
+Cell = tuple[int, int]
+Step = tuple[int, int, int]
+"""A fill step (r, c, v), 1-based row and column, value in 1..N."""
+
+MAX_SIZE = 16
+"""Largest N supported (the solver recurses once per empty cell; generation beyond 16x16 is slow)."""
+
+
+@dataclass(frozen=True)
+class Shape:
+    """The board geometry: N = box_rows * box_cols, boxes of box_rows x box_cols cells."""
+
+    box_rows: int
+    box_cols: int
+
+    def __post_init__(self) -> None:
+        if self.box_rows < 2 or self.box_cols < 2:
+            raise ValueError(f"boxes must be at least 2x2 cells, got {self.box_rows}x{self.box_cols}; use size 4, 6, 8, 9, ...")
+        if self.box_rows * self.box_cols > MAX_SIZE:
+            raise ValueError(f"size {self.box_rows * self.box_cols} is larger than the supported {MAX_SIZE}")
+
+    @property
+    def size(self) -> int:
+        return self.box_rows * self.box_cols
+
+    @classmethod
+    def for_size(cls, size: int, box_rows: int | None = None, box_cols: int | None = None) -> Shape:
+        """The shape of an N x N board. Boxes default to the most square factorisation
+        (4 -> 2x2, 6 -> 2x3, 8 -> 2x4, 9 -> 3x3, 12 -> 3x4)."""
+        size = int(size)
+        if box_rows is None and box_cols is None:
+            rows = max((a for a in range(2, int(size**0.5) + 1) if size % a == 0), default=None)
+            if rows is None or size // rows < 2:
+                raise ValueError(f"size {size} has no box shape a x b with a, b >= 2; use 4, 6, 8, 9, 10, 12, ...")
+            return cls(rows, size // rows)
+        if box_rows is None:
+            box_rows = size // int(box_cols) if box_cols and size % int(box_cols) == 0 else 0
+        if box_cols is None:
+            box_cols = size // int(box_rows) if box_rows and size % int(box_rows) == 0 else 0
+        if int(box_rows) * int(box_cols) != size:
+            raise ValueError(f"box {box_rows}x{box_cols} does not tile a {size}x{size} grid; box_rows * box_cols must equal size")
+        return cls(int(box_rows), int(box_cols))
+
+    def box_of(self, r: int, c: int) -> int:
+        return (r // self.box_rows) * self.box_rows + c // self.box_cols
+
+    def units(self) -> list[list[Cell]]:
+        """Every row, column and box as a list of cells."""
+        n = self.size
+        rows = [[(r, c) for c in range(n)] for r in range(n)]
+        cols = [[(r, c) for r in range(n)] for c in range(n)]
+        boxes = [
+            [(br + i, bc + j) for i in range(self.box_rows) for j in range(self.box_cols)]
+            for br in range(0, n, self.box_rows)
+            for bc in range(0, n, self.box_cols)
+        ]
+        return rows + cols + boxes
+
+    def peers(self, r: int, c: int) -> set[Cell]:
+        """Cells sharing a row, column or box with (r, c), itself excluded."""
+        n = self.size
+        out = {(r, j) for j in range(n)} | {(i, c) for i in range(n)}
+        br, bc = r - r % self.box_rows, c - c % self.box_cols
+        out |= {(br + i, bc + j) for i in range(self.box_rows) for j in range(self.box_cols)}
+        out.discard((r, c))
+        return out
+
+
+def empty_grid(n: int) -> Grid:
+    return tuple((0,) * n for _ in range(n))
+
+
+def to_grid(rows: object) -> Grid:
+    """A tuple-of-tuples copy of a list of lists (or numpy array) of ints."""
+    return tuple(tuple(int(v) for v in row) for row in rows)  # type: ignore[union-attr]
+
+
+def is_well_formed(grid: object, shape: Shape, *, allow_empty: bool = True) -> bool:
+    """N rows of N ints in 0..N (1..N when `allow_empty` is False)."""
+    n = shape.size
+    low = 0 if allow_empty else 1
+    if not isinstance(grid, (tuple, list)) or len(grid) != n:
+        return False
+    for row in grid:
+        if not isinstance(row, (tuple, list)) or len(row) != n:
+            return False
+        for v in row:
+            if isinstance(v, bool) or not isinstance(v, int) or not low <= v <= n:
+                return False
+    return True
+
+
+def conflicts(grid: Grid, shape: Shape) -> set[Cell]:
+    """Filled cells whose digit appears again in their row, column or box."""
+    bad: set[Cell] = set()
+    for unit in shape.units():
+        seen: dict[int, Cell] = {}
+        for r, c in unit:
+            v = grid[r][c]
+            if v == 0:
+                continue
+            if v in seen:
+                bad.add((r, c))
+                bad.add(seen[v])
+            else:
+                seen[v] = (r, c)
+    return bad
+
+
+def is_valid(grid: Grid, shape: Shape) -> bool:
+    """No row, column or box holds a digit twice (empty cells are ignored)."""
+    return not conflicts(grid, shape)
+
+
+def is_complete(grid: Grid) -> bool:
+    return all(v != 0 for row in grid for v in row)
+
+
+def clue_cells(clues: Grid) -> list[Cell]:
+    return [(r, c) for r, row in enumerate(clues) for c, v in enumerate(row) if v != 0]
+
+
+def changed_clues(grid: Grid, clues: Grid) -> list[Cell]:
+    """Clue cells whose digit `grid` does not keep."""
+    return [(r, c) for r, c in clue_cells(clues) if grid[r][c] != clues[r][c]]
+
+
+def keeps_clues(grid: Grid, clues: Grid) -> bool:
+    return not changed_clues(grid, clues)
+
+
+def is_solved(grid: Grid, clues: Grid, shape: Shape) -> bool:
+    """Solved(·) of A.1.3, with the clue check the reference forgot (pitfalls #3): complete, no
+    duplicate in any row/column/box, and every given clue kept."""
+    return is_complete(grid) and is_valid(grid, shape) and keeps_clues(grid, clues)
+
+
+def progress(before: Grid, after: Grid) -> float:
+    """s_prog of A.1.3: newly filled cells / N² (cells empty in G_{k-1} and filled in G_k)."""
+    n = len(before)
+    filled = sum(1 for r in range(n) for c in range(n) if before[r][c] == 0 and after[r][c] != 0)
+    return filled / (n * n)
+
+
+@dataclass(frozen=True)
+class Application:
+    """What applying an answer to the current grid did (see the module docstring)."""
+
+    before: Grid
+    after: Grid
+    """The grid after the answer: `before` when the answer was malformed or changed a clue."""
+    out_of_range: tuple[str, ...] = ()
+    """Malformed parts (index or value outside 1..N; wrong grid shape); nothing applied if any."""
+    clue_changes: tuple[Cell, ...] = ()
+    """0-based clue cells the answer tried to change; nothing applied if any."""
+    edited: tuple[Cell, ...] = field(default=())
+    """0-based cells whose content the answer changed (in order of first change)."""
+
+    @property
+    def well_formed(self) -> bool:
+        return not self.out_of_range
+
+    @property
+    def applied(self) -> bool:
+        """The answer was applied (well formed and keeps every clue)."""
+        return not self.out_of_range and not self.clue_changes
+
+    @property
+    def progress(self) -> float:
+        return progress(self.before, self.after)
+
+    def edited_conflicts(self, shape: Shape) -> list[Cell]:
+        """Edited cells that now share their digit with a peer (illegal placements)."""
+        bad = conflicts(self.after, shape)
+        return [cell for cell in self.edited if cell in bad]
+
+
+def apply_steps(grid: Grid, clues: Grid, steps: list[Step] | tuple[Step, ...], shape: Shape) -> Application:
+    """Apply 1-based fill steps (r, c, v) in order; a later step may overwrite an earlier one."""
+    n = shape.size
+    errors = []
+    for i, step in enumerate(steps):
+        r, c, v = step
+        if not (1 <= r <= n and 1 <= c <= n):
+            errors.append(f"step {i + 1} {list(step)}: cell ({r}, {c}) is outside the {n}x{n} grid (indices are 1-based)")
+        elif not 1 <= v <= n:
+            errors.append(f"step {i + 1} {list(step)}: value {v} is outside 1..{n}")
+    if errors:
+        return Application(grid, grid, out_of_range=tuple(errors))
+    changed = [(r - 1, c - 1) for r, c, v in steps if clues[r - 1][c - 1] not in (0, v)]
+    if changed:
+        return Application(grid, grid, clue_changes=tuple(dict.fromkeys(changed)))
+    rows = [list(row) for row in grid]
+    edited: dict[Cell, None] = {}
+    for r, c, v in steps:
+        if rows[r - 1][c - 1] != v:
+            rows[r - 1][c - 1] = v
+            edited[(r - 1, c - 1)] = None
+    after = to_grid(rows)
+    return Application(grid, after, edited=tuple(cell for cell in edited if after[cell[0]][cell[1]] != grid[cell[0]][cell[1]]))
+
+
+def apply_grid(grid: Grid, clues: Grid, new: Grid, shape: Shape) -> Application:
+    """Replace the grid by a full N x N answer (0 = empty); it must keep every clue."""
+    n = shape.size
+    if len(new) != n or any(len(row) != n for row in new):
+        return Application(grid, grid, out_of_range=(f"the grid must have {n} rows of {n} values",))
+    errors = [
+        f"row {r + 1}, column {c + 1}: value {v} is outside 0..{n}"
+        for r, row in enumerate(new) for c, v in enumerate(row) if not 0 <= v <= n
+    ]
+    if errors:
+        return Application(grid, grid, out_of_range=tuple(errors))
+    changed = changed_clues(new, clues)
+    if changed:
+        return Application(grid, grid, clue_changes=tuple(changed))
+    edited = tuple((r, c) for r in range(n) for c in range(n) if new[r][c] != grid[r][c])
+    return Application(grid, to_grid(new), edited=edited)

@@ -1,0 +1,402 @@
+"""Sudoku rules, exact solver, generator and answer parser (no PettingZoo).
+
+Uniqueness of generated puzzles is checked by solvers that share no code with ours: a brute-force
+enumeration of all 288 complete 4x4 grids, and a set-based backtracker for 9x9.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from llm_marl_envs.core.instances import instance_rng
+from llm_marl_envs.sudoku.generator import SudokuConfig, SudokuInstance, generate
+from llm_marl_envs.sudoku.parse import MAX_STEPS, SudokuAnswer, parse_answer
+from llm_marl_envs.sudoku.rules import (
+    Shape, apply_grid, apply_steps, conflicts, is_complete, is_solved, is_valid, keeps_clues, progress,
+)
+from llm_marl_envs.sudoku.solver import count_solutions, random_solution, solve
+
+
+def g(*rows: str):
+    """A grid from strings of digits, '.' for blank."""
+    return tuple(tuple(0 if ch == "." else int(ch) for ch in row) for row in rows)
+
+
+S4 = Shape.for_size(4)
+S9 = Shape.for_size(9)
+SOLUTION4 = g("1234", "3412", "2143", "4321")
+CLUES4 = g("1...", "..1.", ".1..", "...1")  # not unique; fine for rule tests
+
+# A classic 9x9 puzzle and its unique solution.
+PUZZLE9 = g("53..7....", "6..195...", ".98....6.", "8...6...3", "4..8.3..1", "7...2...6", ".6....28.", "...419..5", "....8..79")
+SOLUTION9 = g("534678912", "672195348", "198342567", "859761423", "426853791", "713924856", "961537284", "287419635", "345286179")
+# Arto Inkala's "hardest" puzzle: unique, deep search.
+HARD9 = g("8........", "..36.....", ".7..9.2..", ".5...7...", "....457..", "...1...3.", "..1....68", "..85...1.", ".9....4..")
+
+
+# ---------------------------------------------------------------------------------------- shape
+@pytest.mark.parametrize("size,boxes", [(4, (2, 2)), (6, (2, 3)), (8, (2, 4)), (9, (3, 3)), (12, (3, 4))])
+def test_default_box_shapes(size, boxes):
+    shape = Shape.for_size(size)
+    assert (shape.box_rows, shape.box_cols) == boxes and shape.size == size
+
+
+@pytest.mark.parametrize("kwargs,fix", [
+    ({"size": 5}, "no box shape"),
+    ({"size": 3}, "no box shape"),
+    ({"size": 6, "box_rows": 4}, "does not tile"),
+    ({"size": 6, "box_rows": 1, "box_cols": 6}, "at least 2x2"),
+    ({"size": 25}, "larger than"),
+])
+def test_bad_shapes_name_the_fix(kwargs, fix):
+    with pytest.raises(ValueError, match=fix):
+        Shape.for_size(**kwargs)
+
+
+def test_explicit_box_shape_and_box_index():
+    shape = Shape.for_size(6, box_rows=3)
+    assert (shape.box_rows, shape.box_cols) == (3, 2)
+    assert [shape.box_of(0, c) for c in range(6)] == [0, 0, 1, 1, 2, 2]
+    assert shape.box_of(3, 0) == 3
+    assert len(shape.units()) == 18 and all(len(u) == 6 for u in shape.units())
+    assert len(S9.peers(4, 4)) == 20
+
+
+# ---------------------------------------------------------------------------------------- validity
+@pytest.mark.parametrize("grid,bad", [
+    (SOLUTION4, set()),
+    (g("12..", "....", "....", "...."), set()),
+    (g("1.1.", "....", "....", "...."), {(0, 0), (0, 2)}),  # row
+    (g("2...", "....", "....", "2..."), {(0, 0), (3, 0)}),  # column
+    (g("3...", ".3..", "....", "...."), {(0, 0), (1, 1)}),  # box
+    (g("....", "....", "..4.", "...."), set()),
+])
+def test_conflicts(grid, bad):
+    assert conflicts(grid, S4) == bad
+    assert is_valid(grid, S4) == (not bad)
+
+
+def test_solved_requires_complete_valid_and_clues_kept():
+    assert is_solved(SOLUTION4, CLUES4, S4)
+    assert not is_solved(g("1234", "3412", "2143", "432."), CLUES4, S4)  # incomplete
+    assert not is_solved(g("1234", "3412", "2143", "4312"), CLUES4, S4)  # duplicates
+    # A different valid complete grid that changes a clue is not a solution (pitfalls #3).
+    other = g("2143", "4321", "1234", "3412")
+    assert is_complete(other) and is_valid(other, S4)
+    assert not keeps_clues(other, CLUES4) and not is_solved(other, CLUES4, S4)
+    assert is_solved(SOLUTION9, PUZZLE9, S9)
+
+
+def test_progress_counts_newly_filled_cells_over_n_squared():
+    before = g("1...", "....", "....", "....")
+    after = g("12..", "3...", "....", "...4")
+    assert progress(before, after) == pytest.approx(3 / 16)
+    assert progress(after, before) == 0.0
+    assert progress(SOLUTION4, SOLUTION4) == 0.0
+
+
+# ---------------------------------------------------------------------------------------- applying answers
+START = g("1...", "..1.", ".1..", "....")
+
+
+@pytest.mark.parametrize("steps,after,out_of_range,clue_changes,edited", [
+    ([(1, 2, 2)], g("12..", "..1.", ".1..", "...."), 0, (), ((0, 1),)),
+    ([(1, 2, 2), (1, 2, 3)], g("13..", "..1.", ".1..", "...."), 0, (), ((0, 1),)),  # later step overwrites
+    ([(1, 1, 1)], START, 0, (), ()),  # a clue's own value: harmless no-op
+    ([(1, 1, 2)], START, 0, ((0, 0),), ()),  # overwrite a clue: rejected as a whole
+    ([(4, 4, 2), (2, 3, 3)], START, 0, ((1, 2),), ()),  # one clue change rejects every step
+    ([(0, 1, 2)], START, 1, (), ()),  # 1-based indices
+    ([(5, 1, 2)], START, 1, (), ()),
+    ([(1, 2, 5)], START, 1, (), ()),
+    ([(1, 2, 0)], START, 1, (), ()),
+    ([(1, 2, -3), (9, 9, 9)], START, 2, (), ()),
+    ([(1, 2, 1)], g("11..", "..1.", ".1..", "...."), 0, (), ((0, 1),)),  # illegal placement is applied
+])
+def test_apply_steps(steps, after, out_of_range, clue_changes, edited):
+    app = apply_steps(START, START, steps, S4)
+    assert app.after == after
+    assert len(app.out_of_range) == out_of_range
+    assert app.clue_changes == clue_changes
+    assert app.edited == edited
+    assert app.applied == (not out_of_range and not clue_changes)
+
+
+def test_apply_steps_reports_illegal_placements_and_allows_fixing_them():
+    app = apply_steps(START, START, [(1, 2, 1), (1, 3, 2)], S4)
+    assert app.edited_conflicts(S4) == [(0, 1)]  # the 1 duplicates the clue in row 1 and box 1
+    assert app.progress == pytest.approx(2 / 16)
+    fixed = apply_steps(app.after, START, [(1, 2, 3)], S4)
+    assert fixed.applied and fixed.edited_conflicts(S4) == [] and fixed.progress == 0.0
+
+
+@pytest.mark.parametrize("new,applied,why", [
+    (SOLUTION4, True, None),
+    (g("2143", "4321", "1234", "3412"), False, "clue"),  # valid and complete, but changes the clues
+    (g("1...", "..1.", ".1..", "...2"), True, None),
+    (g("1...", "..1.", ".1..", "...5"), False, "range"),
+    (g("1..", "..1", ".1."), False, "range"),
+    (g(".234", "..1.", ".1..", "...."), False, "clue"),  # blanking a clue changes it
+])
+def test_apply_grid(new, applied, why):
+    app = apply_grid(START, START, new, S4)
+    assert app.applied == applied
+    if why == "clue":
+        assert app.clue_changes and app.after == START
+    if why == "range":
+        assert app.out_of_range and app.after == START
+    if applied:
+        assert app.after == new
+        assert app.edited == tuple((r, c) for r in range(4) for c in range(4) if new[r][c] != START[r][c])
+
+
+# ---------------------------------------------------------------------------------------- solver
+def test_solver_known_puzzles():
+    assert solve(PUZZLE9) == SOLUTION9
+    assert count_solutions(PUZZLE9) == 1
+    solution = solve(HARD9)
+    assert solution is not None and is_solved(solution, HARD9, S9)
+    assert count_solutions(HARD9, limit=5) == 1
+
+
+def test_solver_counts_zero_and_many():
+    # Givens that already clash: no solution.
+    assert count_solutions(g("11..", "....", "....", "....")) == 0
+    # Consistent givens but no completion: cell (1,2) sees 1, 2 in its row and 3, 4 in its column.
+    dead = g("1.2.", "....", ".4..", ".3..")
+    assert count_solutions(dead) == 0 and solve(dead) is None
+    # The empty 4x4 grid has exactly 288 completions (the number of 4x4 Sudoku grids).
+    assert count_solutions(g("....", "....", "....", "...."), limit=10_000) == 288
+    assert count_solutions(CLUES4, limit=10) >= 2
+    two = tuple(row if r < 7 else (0,) * 9 for r, row in enumerate(SOLUTION9))  # last two rows blank: 2+ ways
+    assert count_solutions(two, limit=10) >= 2
+    assert count_solutions(SOLUTION9) == 1
+
+
+def test_random_solution_uses_only_the_given_generator():
+    a = random_solution(S9, np.random.default_rng(3))
+    b = random_solution(S9, np.random.default_rng(3))
+    c = random_solution(S9, np.random.default_rng(4))
+    assert a == b != c
+    assert is_complete(a) and is_valid(a, S9)
+    state = np.random.get_state()[1].copy()
+    random_solution(Shape.for_size(6), np.random.default_rng(0))
+    assert (np.random.get_state()[1] == state).all()
+
+
+# ---------------------------------------------------------------------------------------- independent checkers
+def _all_4x4_grids() -> list[tuple[int, ...]]:
+    """Every complete 4x4 Sudoku grid, flattened, by brute force over row permutations."""
+    perms = list(itertools.permutations(range(1, 5)))
+    grids = []
+    for rows in itertools.product(perms, repeat=4):
+        if any(len({rows[r][c] for r in range(4)}) != 4 for c in range(4)):
+            continue
+        if any(len({rows[br + i][bc + j] for i in range(2) for j in range(2)}) != 4 for br in (0, 2) for bc in (0, 2)):
+            continue
+        grids.append(tuple(v for row in rows for v in row))
+    return grids
+
+
+ALL_4X4 = _all_4x4_grids()
+
+
+def brute_force_4x4(puzzle) -> list[tuple[int, ...]]:
+    clues = [(i, v) for i, v in enumerate(v for row in puzzle for v in row) if v]
+    return [grid for grid in ALL_4X4 if all(grid[i] == v for i, v in clues)]
+
+
+def set_backtracker(puzzle, box_rows: int, box_cols: int, limit: int = 2) -> list[list[list[int]]]:
+    """A second, deliberately different solver: Python sets, fewest-candidates cell, no bitmasks."""
+    n = len(puzzle)
+    grid = [list(row) for row in puzzle]
+    found: list[list[list[int]]] = []
+
+    def candidates(r: int, c: int) -> set[int]:
+        used = set(grid[r]) | {grid[i][c] for i in range(n)}
+        br, bc = r - r % box_rows, c - c % box_cols
+        used |= {grid[br + i][bc + j] for i in range(box_rows) for j in range(box_cols)}
+        return set(range(1, n + 1)) - used
+
+    def search() -> None:
+        empties = [(r, c) for r in range(n) for c in range(n) if grid[r][c] == 0]
+        if not empties:
+            found.append([row[:] for row in grid])
+            return
+        best: tuple[int, int, set[int]] | None = None
+        for r, c in empties:
+            cands = candidates(r, c)
+            if best is None or len(cands) < len(best[2]):
+                best = (r, c, cands)
+                if len(cands) <= 1:
+                    break
+        r, c, cands = best
+        for v in sorted(cands):
+            grid[r][c] = v
+            search()
+            grid[r][c] = 0
+            if len(found) >= limit:
+                return
+
+    search()
+    return found
+
+
+def test_brute_force_enumerator_is_right():
+    assert len(ALL_4X4) == 288
+    assert brute_force_4x4(SOLUTION4) == [tuple(v for row in SOLUTION4 for v in row)]
+
+
+def test_300_generated_4x4_puzzles_have_exactly_one_solution():
+    config = SudokuConfig(size=4)
+    for seed in range(300):
+        inst = generate(instance_rng("sudoku", "train", seed), config)
+        completions = brute_force_4x4(inst.puzzle)
+        assert completions == [tuple(v for row in inst.solution for v in row)], f"seed {seed}: {inst.key()}"
+        assert keeps_clues(inst.solution, inst.puzzle) and is_solved(inst.solution, inst.puzzle, S4)
+
+
+def test_30_generated_9x9_puzzles_have_exactly_one_solution():
+    config = SudokuConfig(size=9)
+    for seed in range(30):
+        inst = generate(instance_rng("sudoku", "test", seed), config)
+        assert count_solutions(inst.puzzle, S9, limit=2) == 1
+        assert set_backtracker(inst.puzzle, 3, 3) == [[list(row) for row in inst.solution]], f"seed {seed}"
+        assert is_solved(inst.solution, inst.puzzle, S9)
+        assert 17 <= inst.num_clues <= 40
+
+
+def test_generated_6x6_puzzles_are_unique():
+    for seed in range(20):
+        inst = generate(instance_rng("sudoku", "val", seed), SudokuConfig(size=6))
+        assert set_backtracker(inst.puzzle, 2, 3) == [[list(row) for row in inst.solution]]
+
+
+def test_generated_puzzles_are_minimal_by_default():
+    for seed in range(20):
+        inst = generate(instance_rng("sudoku", "train", seed), SudokuConfig(size=4))
+        for r, c in [(r, c) for r in range(4) for c in range(4) if inst.puzzle[r][c]]:
+            fewer = [list(row) for row in inst.puzzle]
+            fewer[r][c] = 0
+            assert len(brute_force_4x4(fewer)) > 1
+
+
+def test_same_seed_same_instance():
+    for config in (SudokuConfig(size=4), SudokuConfig(size=9, min_clues=30)):
+        a = generate(instance_rng("sudoku", "train", 11), config)
+        b = generate(instance_rng("sudoku", "train", 11), config)
+        c = generate(instance_rng("sudoku", "train", 12), config)
+        assert a == b and a.key() == b.key()
+        assert a.key() != c.key()
+
+
+def test_key_is_canonical():
+    inst = SudokuInstance(S4, START, g("1234", "3412", "2143", "4321"))
+    assert inst.key() == "sudoku:4:2x2:1.../..1./.1../...."
+    assert inst.num_clues == 3
+
+
+@pytest.mark.parametrize("config,low,high", [
+    (SudokuConfig(size=4, min_clues=8), 8, 8),
+    (SudokuConfig(size=4, max_removals=5), 11, 11),
+    (SudokuConfig(size=4, max_clues=4), 4, 4),
+    (SudokuConfig(size=9, min_clues=36), 36, 36),
+])
+def test_difficulty_knobs(config, low, high):
+    for seed in range(10):
+        inst = generate(instance_rng("sudoku", "train", seed), config)
+        assert low <= inst.num_clues <= high
+        assert count_solutions(inst.puzzle, config.shape) == 1
+
+
+@pytest.mark.parametrize("kwargs,fix", [
+    ({"size": 7}, "no box shape"),
+    ({"min_clues": 17}, "min_clues"),
+    ({"max_removals": -1}, "max_removals"),
+    ({"max_clues": 3}, "at least 4 clues"),
+    ({"size": 9, "max_clues": 16}, "at least 17 clues"),
+    ({"min_clues": 8, "max_clues": 6}, "below the clue floor"),
+])
+def test_bad_generator_config_names_the_fix(kwargs, fix):
+    with pytest.raises(ValueError, match=fix):
+        SudokuConfig(**kwargs)
+
+
+# ---------------------------------------------------------------------------------------- parser
+GRID_TEXT = "[[1,2,3,4],[3,4,1,2],[2,1,4,3],[4,3,2,1]]"
+
+
+@pytest.mark.parametrize("text,kind,value", [
+    (GRID_TEXT, "grid", SOLUTION4),
+    (f"Here is the grid:\n```json\n{GRID_TEXT}\n```\nIt is valid.", "grid", SOLUTION4),
+    ("[[1, 2, 3, 4], [3, 4, 1, 2],\n [2, 1, 4, 3], [4, 3, 2, 1],]", "grid", SOLUTION4),  # trailing comma
+    ('["1234", "3412", "2143", "4321"]', "grid", SOLUTION4),
+    ('["1...", "..1.", ".1..", "...."]', "grid", START),
+    ("[[1,null,0,0],[0,0,1,0],[0,1,0,0],[0,0,0,0]]", "grid", START),
+    ("[[1,2,3],[2,1,4]]", "steps", ((1, 2, 3), (2, 1, 4))),
+    ("[(1, 2, 3), (2, 1, 4)]", "steps", ((1, 2, 3), (2, 1, 4))),
+    ("[[1,3,4],[2,1,6],[9,9,1]]", "steps", ((1, 3, 4), (2, 1, 6), (9, 9, 1))),  # the paper's example: steps
+    ("[[1,2,3],[2,3,4],[3,4,1],[4,1,2]]", "steps", ((1, 2, 3), (2, 3, 4), (3, 4, 1), (4, 1, 2))),  # 4 triples, N=4
+    ("fill [[1,2,9]] (out of range is checked later)", "steps", ((1, 2, 9),)),
+    ("first [1, 2] then [[2,2,2]]", "steps", ((2, 2, 2),)),  # the first span that is an answer
+])
+def test_parse_accepts(text, kind, value):
+    answer, error = parse_answer(text, size=4)
+    assert error is None, error
+    assert answer.kind == kind
+    assert (answer.grid if kind == "grid" else answer.steps) == value
+
+
+@pytest.mark.parametrize("text,why", [
+    ("", "no [...] list"),
+    ("the answer is 1 2 3 4", "no [...] list"),
+    ("[]", "empty list"),
+    ("[1, 2, 3]", "expected a grid"),
+    ("[[1,2,3,4],[3,4,1,2],[2,1,4,3]]", "4x4 grid"),
+    ("[[1,2,3,4,5],[3,4,1,2],[2,1,4,3],[4,3,2,1]]", "4x4 grid"),
+    ("[[1,2,'x'],[1,1,1]]", "three integers"),
+    ("[[1,2,true],[1,1,1]]", "three integers"),
+    ("[[1.0,2,3]]", "three integers"),
+    ("[[1,2,3]", "no [...] list"),  # unbalanced
+    ("[" * 50 + "]" * 50, "nested"),
+    ("[__import__('os').system('true')]", "not a JSON or Python list"),
+    ("[" + ",".join(["[1,1,1]"] * (MAX_STEPS + 1)) + "]", "more than"),
+])
+def test_parse_rejects(text, why):
+    answer, error = parse_answer(text, size=4)
+    assert answer is None and why in error
+
+
+def test_parse_without_size_infers_the_grid():
+    answer, _ = parse_answer("[[1,2,3,4,5,6],[4,5,6,1,2,3],[2,3,1,5,6,4],[5,6,4,2,3,1],[3,1,2,6,4,5],[6,4,5,3,1,2]]")
+    assert answer.kind == "grid" and len(answer.grid) == 6
+    answer, error = parse_answer("[[1,2,3,4],[3,4,1,2],[2,1,4,3],[4,3,2,1]]", size=9)
+    assert answer is None and "9x9" in error
+
+
+@given(st.text(max_size=300))
+@settings(max_examples=300, deadline=None)
+def test_parse_never_raises_on_arbitrary_text(text):
+    answer, error = parse_answer(text, size=4)
+    assert (answer is None) != (error is None)
+
+
+@given(st.text(alphabet="[](),0123456789 .-'\"nulTrFe\n#", max_size=200))
+@settings(max_examples=400, deadline=None)
+def test_parse_never_raises_on_bracket_soup(text):
+    answer, error = parse_answer(text, size=4)
+    assert (answer is None) != (error is None)
+    if answer is not None and answer.kind == "grid":
+        assert len(answer.grid) == 4 and all(len(row) == 4 for row in answer.grid)
+
+
+@given(st.lists(st.tuples(st.integers(-5, 20), st.integers(-5, 20), st.integers(-5, 20)), min_size=1, max_size=30))
+@settings(max_examples=200, deadline=None)
+def test_parse_round_trips_steps(steps):
+    answer = SudokuAnswer("steps", steps=tuple(steps))
+    parsed, error = parse_answer("#### " + answer.to_text() + " done", size=4)
+    assert error is None and parsed == answer
