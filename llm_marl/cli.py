@@ -108,7 +108,7 @@ def _env_entry(name: str) -> Any:
 
 
 # ---------------------------------------------------------------------------- main
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="llm-marl", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -125,11 +125,16 @@ def build_parser() -> argparse.ArgumentParser:
                    help="environment option, e.g. --env-arg mode=planner --env-arg height=6")
     p.add_argument("--quiet", action="store_true", help="print only the JSON summary")
     p.set_defaults(func=cmd_play)
+
+    from llm_marl import train_cli
+
+    train_cli.add_commands(sub, list(argv))
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(argv)
     args = parser.parse_args(argv)
     try:
         return int(args.func(args) or 0)

@@ -40,7 +40,6 @@ class ModelConfig:
 class SamplingConfig:
     temperature: float = opt(1.0, "rollout temperature; the update assumes exactly this distribution (top-p/top-k off)")
     max_new_tokens: int = opt(256, "longest reply, in tokens")
-    eval_temperature: float = opt(0.0, "evaluation temperature (0 = greedy, as in the papers' validation)")
 
     def __post_init__(self) -> None:
         if self.temperature <= 0:
@@ -61,7 +60,8 @@ class OptimConfig:
     clip_eps: float = opt(0.2, "PPO clip range epsilon (low side)")
     clip_eps_high: float = opt(0.2, "PPO clip range on the high side")
     kl_beta: float = opt(0.0, "weight of the k3 KL to the reference (base model, adapters off); 0 disables it")
-    loss_agg: Literal["token-mean", "seq-mean"] = opt("token-mean", "loss aggregation: mean over all tokens, or over sequences of per-sequence means")
+    loss_agg: Literal["token-mean", "seq-mean", "seq-sum"] = opt(
+        "token-mean", "loss aggregation: mean over all tokens; mean over sequences of per-sequence means; or of per-sequence sums (AT-GRPO Eq. 3)")
 
     def __post_init__(self) -> None:
         if self.lr <= 0:

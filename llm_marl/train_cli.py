@@ -1,0 +1,134 @@
+"""`llm-marl train` and `llm-marl eval` (added to the CLI of `llm_marl.cli`)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from llm_marl.config import ModelConfig, OptimConfig, RunConfig, SamplingConfig, add_arguments, from_args
+
+
+def chosen_algorithm(argv: Sequence[str]) -> str:
+    """The --algo of a train command line (its flags depend on it), or the saved one with --resume."""
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--algo", default=RunConfig.algo)
+    pre.add_argument("--resume", default=None)
+    known, _ = pre.parse_known_args(argv)
+    if known.resume:
+        config = Path(known.resume) / "config.json"
+        if config.is_file():
+            return json.loads(config.read_text())["run"]["algo"]
+    return known.algo
+
+
+def add_commands(sub: Any, argv: Sequence[str]) -> None:
+    p = sub.add_parser("train", help="train LoRA policies with an algorithm on an environment",
+                       description="Train with --algo on --env. Defaults: the embedded smollm2-135m on CPU, a quick schedule.")
+    algo_id = RunConfig.algo
+    for cls, title in [(RunConfig, "run"), (ModelConfig, "model"), (SamplingConfig, "sampling"), (OptimConfig, "optimisation")]:
+        add_arguments(p, cls, title)
+    if argv and argv[0] == "train":
+        # The algorithm's own flags (--K, --G, --alpha...) depend on --algo; torch is imported only here.
+        from llm_marl.algorithms import ALGORITHMS
+        from llm_marl.algorithms import get as get_algorithm
+
+        algo_id = chosen_algorithm(argv[1:])
+        if algo_id in ALGORITHMS:
+            add_arguments(p, get_algorithm(algo_id).config_cls, f"{algo_id} (see --algo)")
+    p.add_argument("--resume", metavar="RUN_DIR", help="continue a killed run from its last checkpoint (flags given override its config)")
+    p.set_defaults(func=cmd_train, algo_id=algo_id)
+
+    p = sub.add_parser("eval", help="success rate and mean rewards of a model (with adapters) on a split; JSON out")
+    p.add_argument("--env", required=True, help="environment (see `llm-marl envs`)")
+    p.add_argument("--env-arg", action="append", default=[], metavar="KEY=VALUE", help="environment option (repeatable)")
+    p.add_argument("--split", default="test", choices=["train", "val", "test"])
+    p.add_argument("--n", type=int, default=20, help="episodes (instance seeds seed..seed+n-1)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--model", default=ModelConfig.model, help="model name or folder (see train --model)")
+    p.add_argument("--adapters", default=None, help="adapters folder of a run (RUN_DIR/adapters or a checkpoint's adapters)")
+    p.add_argument("--policy", default="shared", help="role->adapter map when no --adapters are given")
+    p.add_argument("--engine", default="hf", choices=["hf", "vllm", "api"])
+    p.add_argument("--base-url", default=None, help="with --engine api: the OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1")
+    p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (the papers' validation)")
+    p.add_argument("--max-new-tokens", type=int, default=256)
+    p.add_argument("--out", default=None, help="also write the JSON result to this file")
+    p.set_defaults(func=cmd_eval)
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from llm_marl.cli import UserError
+    from llm_marl.trainer import TrainConfig, train
+
+    try:
+        base: dict[str, Any] = {}
+        if args.resume:
+            from llm_marl.runs import RunDir
+
+            base = RunDir.open(args.resume).load_config()
+        from llm_marl.algorithms import get as get_algorithm
+
+        algo_cls = get_algorithm(args.algo_id).config_cls
+        config = TrainConfig(
+            model=from_args(ModelConfig, args, base.get("model")),
+            sampling=from_args(SamplingConfig, args, base.get("sampling")),
+            optim=from_args(OptimConfig, args, base.get("optim")),
+            run=from_args(RunConfig, args, base.get("run")),
+            algo=from_args(algo_cls, args, base.get("algo")),
+        )
+        config.env_kwargs()  # unknown env / variant errors surface before the model loads
+    except (ValueError, TypeError) as exc:
+        raise UserError(str(exc)) from None
+    run = train(config, resume=args.resume, log=lambda msg: print(msg, file=sys.stderr))
+    metrics = run.metrics()
+    print(json.dumps({"run_dir": str(run.path), "steps": len(metrics),
+                      "last": {k: v for k, v in (metrics[-1] if metrics else {}).items() if k.startswith(("step", "reward/success", "credit/"))}}))
+    return 0
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    from llm_marl.cli import UserError, parse_env_args
+    from llm_marl.engines.base import SamplingParams
+    from llm_marl.evaluate import evaluate
+
+    env_kwargs = parse_env_args(args.env_arg)
+    sampling = SamplingParams(temperature=args.temperature, max_new_tokens=args.max_new_tokens)
+    engine, sigma = _eval_engine(args, env_kwargs, UserError)
+    try:
+        result = evaluate(engine, args.env, n=args.n, split=args.split, seed=args.seed, env_kwargs=env_kwargs,
+                          sigma=sigma, sampling=sampling)
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+    finally:
+        engine.close()
+    result.update({"model": args.model, "adapters": args.adapters, "engine": args.engine})
+    text = json.dumps(result, indent=2)
+    if args.out:
+        Path(args.out).write_text(text + "\n")
+    print(text)
+    return 0
+
+
+def _eval_engine(args: argparse.Namespace, env_kwargs: dict[str, Any], user_error: type[Exception]) -> tuple[Any, Any]:
+    from llm_marl.engines import make_engine
+    from llm_marl_envs.registry import make_raw
+
+    if args.engine == "api":
+        if not args.base_url:
+            raise user_error("--engine api needs --base-url (an OpenAI-compatible endpoint) and --model (its model name)")
+        return make_engine("api", base_url=args.base_url, model=args.model), None
+    from llm_marl.policies import PolicySet
+
+    try:
+        roles = list(make_raw(args.env, **env_kwargs).possible_agents)
+        policy = PolicySet.from_pretrained(args.model, roles=roles, policy=args.policy, seed=args.seed)
+        if args.adapters:
+            policy.load(args.adapters)
+    except (ValueError, FileNotFoundError, TypeError) as exc:
+        raise user_error(str(exc)) from None
+    engine = make_engine("hf", policy, seed=args.seed) if args.engine == "hf" else make_engine("vllm", policy_set=policy)
+    # Without trained adapters the policy is the base model (adapters off).
+    return engine, (policy if args.adapters else None)

@@ -1,0 +1,299 @@
+"""The training loop shared by every algorithm.
+
+    rollout (the algorithm's sampling plan, one engine call per wave)
+      -> credit, group key, group-relative advantage (the algorithm's three functions)
+      -> per-adapter batches (AT-GRPO Eq. 2) -> clipped surrogate (llm_marl.loss), one AdamW per adapter
+      -> push adapters to the engine -> metrics, trajectories, checkpoint
+
+Every random choice of step s derives from (seed, s): the task instances, the sampling seed of each
+wave and the minibatch order. A run killed at any point and resumed from its last checkpoint
+therefore repeats exactly the steps it lost; with `--deterministic` (deterministic torch kernels)
+its adapters and metrics equal those of an uninterrupted run.
+
+Deviations (numbered, as the algorithms' own are):
+1. Samples with advantage 0 are left out of the update when the KL weight is 0: their policy
+   gradient is exactly zero, and on a CPU the forward/backward pass is the dominant cost. The
+   token-mean normaliser then counts informative tokens only (as DAPO's dynamic sampling does).
+2. The learning-rate schedule advances once per training step, not per minibatch, so it does not
+   depend on how many samples a step happened to produce.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+import warnings
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from llm_marl.advantage import AdvantageConfig
+from llm_marl.algorithms import Algorithm, assign_advantages
+from llm_marl.algorithms import get as get_algorithm
+from llm_marl.config import QUICK_ENV_ARGS, ModelConfig, OptimConfig, RunConfig, SamplingConfig
+from llm_marl.engines.base import SamplingParams
+from llm_marl.loss import LossConfig, policy_loss
+from llm_marl.rollout import Rollout, Sample, batches_by_adapter, collate, make_tasks, rollout
+from llm_marl.runs import RunDir
+
+TRAINER_STATE = "trainer_state.pt"
+
+
+@dataclass
+class TrainConfig:
+    """Everything a run needs; saved resolved in `config.json` and read back by `--resume`."""
+
+    model: ModelConfig = field(default_factory=ModelConfig)
+    sampling: SamplingConfig = field(default_factory=SamplingConfig)
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    run: RunConfig = field(default_factory=RunConfig)
+    algo: Any = None
+    """The algorithm's own Config (K, alpha, G, ...); None: its defaults."""
+
+    def __post_init__(self) -> None:
+        algorithm = get_algorithm(self.run.algo)
+        if self.algo is None:
+            self.algo = algorithm.config_cls()
+        elif isinstance(self.algo, dict):
+            self.algo = algorithm.config_cls(**self.algo)
+
+    @property
+    def algorithm(self) -> Algorithm:
+        return get_algorithm(self.run.algo)
+
+    def env_kwargs(self) -> dict[str, Any]:
+        """The environment's options: the user's (or the quick defaults), then what the algorithm needs."""
+        base = dict(self.run.env_args) if self.run.env_args else dict(QUICK_ENV_ARGS.get(self.run.env, {}))
+        return {**base, **self.algorithm.env_kwargs(self.algo, self.run.env)}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"model": dataclasses.asdict(self.model), "sampling": dataclasses.asdict(self.sampling),
+                "optim": dataclasses.asdict(self.optim), "run": dataclasses.asdict(self.run),
+                "algo": dataclasses.asdict(self.algo), "resolved_env_args": self.env_kwargs()}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TrainConfig:
+        return cls(model=ModelConfig(**data["model"]), sampling=SamplingConfig(**data["sampling"]),
+                   optim=OptimConfig(**data["optim"]), run=RunConfig(**data["run"]), algo=dict(data["algo"]))
+
+
+# ---------------------------------------------------------------------------- seeds
+def step_seeds(seed: int, step: int, count: int) -> list[int]:
+    """`count` seeds for step `step` of a run seeded `seed` (SeedSequence, never seed + i)."""
+    return [int(x) for x in np.random.SeedSequence([seed, step]).generate_state(count, dtype=np.uint32)]
+
+
+# ---------------------------------------------------------------------------- update
+def update_policy(policy: Any, optimizers: dict[str, torch.optim.Optimizer], samples: list[Sample],
+                  optim: OptimConfig, loss_config: LossConfig, temperature: float, segment: str,
+                  rng: np.random.Generator) -> dict[str, float]:
+    """One pass of `optim.epochs` epochs over each adapter's batch, minibatch by minibatch.
+
+    Samples are routed to the adapter that produced them (AT-GRPO Eq. 2); each adapter has its own
+    optimizer and its own gradient clipping.
+    """
+    sums: dict[str, list[float]] = defaultdict(list)
+    pad = policy.tokenizer.pad_token_id or 0
+    for adapter, batch in sorted(batches_by_adapter(samples).items(), key=lambda kv: str(kv[0])):
+        if adapter is None:
+            continue  # replies of the frozen base model (no adapter) are not trained
+        informative = [s for s in batch if s.response_ids and (loss_config.beta > 0 or s.advantage != 0.0)]
+        sums[f"update/{adapter}/samples"].append(float(len(batch)))
+        sums[f"update/{adapter}/skipped_zero_advantage"].append(float(len(batch) - len(informative)))
+        if not informative:
+            continue
+        optimizer = optimizers[adapter]
+        params = policy.trainable_parameters(adapter)
+        for _ in range(optim.epochs):
+            order = rng.permutation(len(informative))
+            for start in range(0, len(order), optim.minibatch_size):
+                minibatch = [informative[i] for i in order[start:start + optim.minibatch_size]]
+                batch_t = collate(minibatch, segment=segment, pad_id=pad)
+                logprobs = policy.response_logprobs(batch_t["prompt_ids"], batch_t["response_ids"], adapter, temperature,
+                                                    grad=True, response_mask=batch_t["response_mask"])
+                ref = None
+                if loss_config.beta > 0:
+                    ref = policy.reference_logprobs(batch_t["prompt_ids"], batch_t["response_ids"], temperature,
+                                                    response_mask=batch_t["response_mask"])
+                loss, metrics = policy_loss(logprobs, batch_t["old_logprobs"].to(logprobs.device),
+                                            batch_t["advantages"].to(logprobs.device), batch_t["response_mask"].to(logprobs.device),
+                                            loss_config, ref_logprobs=ref, segment_ids=batch_t["segment_ids"])
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                grad_norm = torch.nn.utils.clip_grad_norm_(params, optim.grad_clip)
+                optimizer.step()
+                sums[f"loss/{adapter}/total"].append(float(loss.detach()))
+                sums[f"loss/{adapter}/grad_norm"].append(float(grad_norm))
+                for key, value in metrics.items():
+                    sums[f"{key.replace('loss/', f'loss/{adapter}/')}"].append(float(value))
+    return {k: (sum(v) if k.startswith("update/") else sum(v) / len(v)) for k, v in sums.items()}
+
+
+def recompute_old_logprobs(policy: Any, samples: list[Sample], temperature: float, batch_size: int = 8) -> None:
+    """Replace the engine's log-probs with the trainer model's (for engines with their own numerics,
+    e.g. vLLM), so the first update epoch has ratio exactly 1 on the sampled tokens."""
+    by_adapter = batches_by_adapter(samples)
+    for adapter, batch in by_adapter.items():
+        for start in range(0, len(batch), batch_size):
+            chunk = [s for s in batch[start:start + batch_size] if s.response_ids]
+            if not chunk:
+                continue
+            logprobs = policy.response_logprobs([s.prompt_ids for s in chunk], [s.response_ids for s in chunk], adapter, temperature)
+            for s, row in zip(chunk, logprobs):
+                s.old_logprobs = row[: len(s.response_ids)].tolist()
+
+
+# ---------------------------------------------------------------------------- metrics
+def step_metrics(out: Rollout) -> dict[str, float]:
+    episodes = out.episodes
+    metrics: dict[str, float] = {
+        "reward/success_rate": float(np.mean([ep.success for ep in episodes])) if episodes else 0.0,
+        "episode/steps": float(np.mean([ep.steps for ep in episodes])) if episodes else 0.0,
+        "episode/count": float(len(episodes)),
+    }
+    by_role: dict[str, list[float]] = defaultdict(list)
+    for ep in episodes:
+        for role, value in ep.returns.items():
+            by_role[role].append(value)
+    for role, values in sorted(by_role.items()):
+        metrics[f"reward/return/{role}"] = float(np.mean(values))
+    fields: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for s in out.samples:
+        fields[s.role]["reward"].append(s.reward)
+        fields[s.role]["team_reward"].append(float(s.info.get("team_reward", 0.0)))
+        fields[s.role]["local_reward"].append(float(s.info.get("local_reward", 0.0)))
+        fields[s.role]["parse_error"].append(float(s.info.get("parse_error") is not None))
+        fields[s.role]["response_tokens"].append(float(len(s.response_ids)))
+    for role, values in sorted(fields.items()):
+        for key, xs in values.items():
+            metrics[f"reward/{key}/{role}" if key != "response_tokens" else f"perf/response_tokens/{role}"] = float(np.mean(xs))
+    for key, value in out.stats.items():
+        metrics[f"rollout/{key}"] = float(value)
+    return metrics
+
+
+def trajectory_records(out: Rollout) -> list[dict[str, Any]]:
+    return [{
+        "sample_id": s.sample_id, "task_id": s.task_id, "episode_id": s.episode_id, "role": s.role, "turn": s.turn,
+        "candidate": s.candidate, "selected": s.selected, "adapter": s.adapter, "reward": s.reward, "credit": s.credit,
+        "group_key": repr(s.group_key), "advantage": s.advantage, "text": s.text,
+        "info": {k: v for k, v in s.info.items() if k in ("team_reward", "local_reward", "local_terms", "mask", "parse_error", "success")},
+    } for s in out.samples]
+
+
+# ---------------------------------------------------------------------------- schedule
+def lr_lambda(optim: OptimConfig, total_steps: int):
+    def factor(step: int) -> float:
+        if step < optim.warmup_steps:
+            return (step + 1) / (optim.warmup_steps + 1)
+        progress = (step - optim.warmup_steps) / max(1, total_steps - optim.warmup_steps)
+        if optim.schedule == "linear":
+            return max(0.0, 1.0 - progress)
+        if optim.schedule == "cosine":
+            return 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
+        return 1.0
+
+    return factor
+
+
+# ---------------------------------------------------------------------------- the loop
+def build_engine(config: TrainConfig, policy: Any) -> Any:
+    from llm_marl.engines import make_engine
+
+    if config.model.engine == "hf":
+        return make_engine("hf", policy, seed=config.run.seed)
+    return make_engine("vllm", policy_set=policy)
+
+
+def train(config: TrainConfig, resume: str | None = None, log: Any = print) -> RunDir:
+    """Run (or resume) training; returns the run directory."""
+    from llm_marl.policies import LoRAConfig, PolicySet, set_deterministic
+    from llm_marl_envs.registry import make_raw
+
+    run_cfg = config.run
+    algorithm = config.algorithm
+    env_kwargs = config.env_kwargs()
+    roles = list(make_raw(run_cfg.env, **env_kwargs).possible_agents)
+    if run_cfg.deterministic:
+        set_deterministic(True, run_cfg.seed)
+    torch.manual_seed(run_cfg.seed)
+
+    if resume:
+        run = RunDir.open(resume)
+    else:
+        run = RunDir.create(run_cfg.out_dir, run_cfg.env, algorithm.id, run_cfg.seed, name=run_cfg.run_name or None)
+        run.save_config(config.to_dict())
+    lora = LoRAConfig(r=config.model.lora_r, alpha=config.model.lora_alpha, dropout=config.model.lora_dropout)
+    policy = PolicySet.from_pretrained(config.model.model, roles=roles, policy=config.model.policy, lora=lora, seed=run_cfg.seed)
+    optimizers = {a: torch.optim.AdamW(policy.trainable_parameters(a), lr=config.optim.lr, weight_decay=config.optim.weight_decay)
+                  for a in policy.adapters}
+    schedulers = {a: torch.optim.lr_scheduler.LambdaLR(opt, lr_lambda(config.optim, run_cfg.steps)) for a, opt in optimizers.items()}
+
+    start = 1
+    checkpoint = run.latest_checkpoint() if resume else None
+    if checkpoint is not None:
+        done, path = checkpoint
+        policy.load(path / "adapters")
+        state = torch.load(path / TRAINER_STATE, weights_only=False)
+        for a in policy.adapters:
+            optimizers[a].load_state_dict(state["optimizers"][a])
+            schedulers[a].load_state_dict(state["schedulers"][a])
+        run.truncate_after(done)
+        start = done + 1
+        log(f"resuming {run.path} after step {done}")
+    elif resume:
+        run.truncate_after(0)
+        log(f"no checkpoint in {run.path}: starting it from step 1")
+
+    engine = build_engine(config, policy)
+    plan = algorithm.sampling_plan(config.algo)
+    loss_config = LossConfig(eps_low=config.optim.clip_eps, eps_high=config.optim.clip_eps_high,
+                             aggregation=config.optim.loss_agg, beta=config.optim.kl_beta)
+    segment = getattr(config.algo, "loss_segment", "sample")
+    log(f"run directory: {run.path}")
+    try:
+        from tqdm import tqdm
+
+        steps = tqdm(range(start, run_cfg.steps + 1), initial=start - 1, total=run_cfg.steps, desc="train",
+                     disable=not run_cfg.progress or None)
+        for step in steps:
+            t0 = time.perf_counter()
+            tasks = make_tasks(run_cfg.env, step_seeds(run_cfg.seed, step, run_cfg.envs_per_step), split="train", env_kwargs=env_kwargs)
+            sampling = SamplingParams(temperature=config.sampling.temperature, max_new_tokens=config.sampling.max_new_tokens,
+                                      seed=step_seeds(run_cfg.seed + 1, step, 1)[0])
+            out = rollout(tasks, plan, engine, sigma=policy, sampling=sampling)
+            t1 = time.perf_counter()
+            metrics = step_metrics(out)
+            metrics.update(assign_advantages(out, algorithm, config.algo, AdvantageConfig()))
+            if config.model.engine != "hf":
+                recompute_old_logprobs(policy, out.samples, sampling.temperature)
+            rng = np.random.default_rng(step_seeds(run_cfg.seed + 2, step, 1)[0])
+            metrics.update(update_policy(policy, optimizers, out.samples, config.optim, loss_config, sampling.temperature, segment, rng))
+            with warnings.catch_warnings():
+                # An adapter whose samples all had advantage 0 took no optimiser step this step.
+                warnings.filterwarnings("ignore", message="Detected call of `lr_scheduler.step()` before")
+                for scheduler in schedulers.values():
+                    scheduler.step()
+            engine.sync_adapters()
+            t2 = time.perf_counter()
+            metrics.update({"perf/rollout_s": t1 - t0, "perf/update_s": t2 - t1, "perf/step_s": t2 - t0,
+                            "perf/generated_tokens": float(sum(len(s.response_ids) for s in out.samples)),
+                            "optim/lr": schedulers[policy.adapters[0]].get_last_lr()[0]})
+            run.log_metrics(step, metrics)
+            run.write_trajectories(step, trajectory_records(out))
+            if step % run_cfg.checkpoint_every == 0 or step == run_cfg.steps:
+                tmp = run.begin_checkpoint(step)
+                policy.save(tmp / "adapters")
+                torch.save({"step": step, "optimizers": {a: o.state_dict() for a, o in optimizers.items()},
+                            "schedulers": {a: s.state_dict() for a, s in schedulers.items()}}, tmp / TRAINER_STATE)
+                run.commit_checkpoint(step, tmp)
+            steps.set_postfix(success=f"{metrics['reward/success_rate']:.2f}", credit=f"{metrics.get('credit/mean', 0.0):.3f}")
+        policy.save(run.path / "adapters")
+    finally:
+        engine.close()
+    log(f"done: metrics in {run.path / 'metrics.jsonl'}, adapters in {run.path / 'adapters'}")
+    return run
