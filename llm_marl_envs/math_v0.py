@@ -1,0 +1,13 @@
+"""Math v0. See `llm_marl_envs.math.env` for the full documentation."""
+
+from pettingzoo.utils.conversions import parallel_wrapper_fn
+
+from .core.wrappers import make_env_fn
+from .math.env import __doc__ as _doc
+from .math.env import raw_env
+
+__doc__ = _doc
+env = make_env_fn(raw_env)
+parallel_env = parallel_wrapper_fn(env)
+
+__all__ = ["env", "parallel_env", "raw_env"]
