@@ -1,0 +1,487 @@
+"""Code: a coder writes a stdin/stdout program, a tester writes test cases (AT-GRPO Sec. 5.1; rewards A.1.2; prompts A.2.2).
+
+| | |
+|---|---|
+| Creation | `llm_marl_envs.code_v0.env()` / `pettingzoo.make("aec", "llm_marl/Code-v0")` |
+| Agents | `coder`, `tester` (mode "mas"); `coder` alone for one turn (mode "coder", the paper's single-agent baseline) |
+| Turn order | coder, tester, coder, tester, ... for up to `max_turns` turns |
+| Observation | `{"messages": [chat in OpenAI format], "turn": int}`: the problem, and from turn 1 on the mismatch history |
+| Action | the role's raw reply (`str`) |
+| Parallel | no (AEC only; both roles of a turn see the same history, as in the paper's side-by-side turns) |
+
+Arguments: `mode` ("mas" | "coder"), `max_turns` (T; default 4 for "mas", 1 for "coder"),
+`problems` (None = the shipped bank of original problems; a path to an APPS, CodeContests or
+LiveCodeBench JSON/JSONL file; or a list of `Problem`), `dataset_format` ("auto" | "apps" |
+"codecontests" | "livecodebench"), `dataset_split` (the split a file's problems belong to, or
+"hash"), `hidden_tests` (hidden tests per generated instance, default 10: the problem's edge inputs
+plus seeded generator draws), `time_limit_s` (CPU seconds per test run, default 1.0), `render_mode`, `sandbox`
+(a shared `llm_marl_envs.sandbox.Sandbox`). `reset(seed, options={"split": ...})`; an instance is
+(problem, variant): the variant seeds the hidden-test draw, and every variant of a problem
+belongs to the problem's split, so splits are disjoint by problem.
+
+Example observation (coder, turn 0; the tester's is alike and asks for one test case):
+
+    [{"role": "system", "content": "You are a helpful assistant that writes Python to solve the problem. ..."},
+     {"role": "user", "content": "Important:\\n- Read all inputs via input(). ...\\nNow solve:\\nProblem:\\n```\\n
+      Sum of two\\n\\nRead two integers a and b and print their sum.\\n\\nInput: one line with two integers ...\\n\\n
+      Example input:\\n3 5\\nExample output:\\n8\\n```\\n\\nFirst, decide on the number and types of inputs ...\\n\\n
+      Please answer in the following format:\\nCode:\\n```python\\n(your code here)\\n```"}]
+
+From turn 1 on, both roles see the mismatch history instead: for every earlier turn, the coder's
+code and each test of the tester's suite with its input, expected output, the program's actual
+output and PASSED or MISMATCH. The hidden tests are never shown.
+
+Action grammar. Coder: a ```python block (the first one counts); the program reads stdin and
+prints the answer. Tester: `**Test Input:**` then the input, `**Test Output:**` then the expected
+output, each preferably in a ``` block (the last pair counts; see `code.parse`). A test whose
+input equals an earlier test's replaces it (a corrected test); otherwise it joins the suite.
+
+    Code:
+    ```python
+    a, b = map(int, input().split())
+    print(a + b)
+    ```
+
+    **Test Input:**
+    ```
+    -4 10
+    ```
+    **Test Output:**
+    ```
+    6
+    ```
+
+Rewards (A.1.2), per agent at turn k: r = λ·r_team + (1-λ)·m·r_loc, r_loc = Σ c_l·s_l, λ_code = 0.5.
+
+| term | who | value | coefficient |
+|---|---|---|---|
+| r_team | both | p_k: fraction of the golden hidden tests that code_k passes | λ = 0.5 |
+| build | coder | code_k compiles | 0.10 |
+| run | coder | code_k exits normally on the smoke subset (the public examples) | 0.10 |
+| nr | coder | fraction of G_{k-1} that code_k still passes; 1 when G_{k-1} is empty | 0.80 |
+| valid | tester | this turn's test is executable, deterministic and consistent with the reference | 0.20 |
+| cov | tester | min(1, MutScore_k / τ_mut), τ_mut = 0.6 | 0.80 |
+
+G_{k-1} = the golden tests code_{k-1} passed. MutScore_k = the fraction of the reference
+solution's non-equivalent mutants (`code.mutation`) that the valid tests of the tester's suite
+kill (a mutant is killed when it crashes, prints another output, or runs over 10x the reference's
+CPU time on that input, clamped to [0.02, 1] s). Masks: the coder's is 1 when its reply holds a
+program (build and run logs exist), else 0, and its terms are then reported as 0; the tester's
+is 1 when the problem has a reference solution whose mutation analysis ran, else 0 (e.g.
+LiveCodeBench, which ships no solutions).
+
+Interpretations. (1) The appendix gives no λ for code; we use 0.5 (algorithms remix from the
+breakdown in `infos`). (2) S_k for p_k and G_{k-1} is the golden hidden suite (issue 3: "team
+reward = pass rate on the golden tests"); the tester's tests drive termination and the mismatch
+history. (3) The coder acts first in a turn and both roles see only the history of earlier turns,
+so the paper's side-by-side turn holds; the tester's r_team is the turn's shared p_k, which is
+known at its step; its local terms depend only on its own tests and the reference solution, never
+on the coder's reply. (4) "valid": the reference runs without error on the input (executable,
+respects the input format), two independent runs of the reference agree (deterministic), and the
+expected output equals the reference's (consistent); inputs or outputs over 5,000 characters are
+a format error. (5) MutScore counts the whole suite (the tests of earlier turns too), as the
+paper's "mutation score of the test suite at k". (6) Equivalent mutants are those that no input of
+the problem's mutation pool (edge inputs, examples and 16 seeded draws; the fixed tests of a
+dataset problem) tells apart from the reference; they are dropped. (7) `parse_error` is set when
+the coder's reply yields no working program (no code block, a syntax error, or a failed smoke
+run) and when the tester's reply holds no test case; wrong answers and invalid tests are not
+format errors. (8) p_k, G and nr use the literal formulas: a program that does not compile at turn
+0 still gets nr = 1, as in the paper (its reward, 0.4, stays below any program that compiles).
+(9) The tester writes one test per turn (A.2.2); a test with the same input as an earlier one
+replaces it, so a corrected test does not leave the wrong one in the suite.
+
+Termination: the episode terminates when code_k passes every test of the tester's suite (at the
+tester's step; also when the program then fails hidden tests), and is truncated after `max_turns`
+turns; the "coder" mode ends after its one
+turn. `success` (in `infos` at the end) = the last program passes ALL golden hidden tests.
+`infos[agent]` also holds the breakdown, `parse_error`, `turn`, and per role: `code_status`,
+`golden_passed`, `golden_total` (coder); `test_valid`, `test_check`, `suite_size`,
+`mutants_killed`, `mutants_total`, `suite_passed` (tester).
+
+Version history: v0 initial release.
+"""
+
+from __future__ import annotations
+
+import threading
+import zlib
+from collections import OrderedDict
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from ..core.base import Message, Play, TextAECEnv
+from ..core.instances import SPLITS, check_split, split_of
+from ..core.rewards import RewardBreakdown
+from . import prompts
+from .mutation import MutationAnalysis, analyse
+from .parse import parse_code, parse_test
+from .problems import Problem, TestCase, check_unique, load_problems, with_newline
+from .prompts import TestRun, TurnRecord
+from .runner import RunCache, outputs_match, passes, program_limits, run_program, run_trusted
+
+LAMBDA_CODE = 0.5
+CODER_COEF = {"build": 0.10, "run": 0.10, "nr": 0.80}
+TESTER_COEF = {"valid": 0.20, "cov": 0.80}
+TAU_MUT = 0.60
+MODES: dict[str, tuple[str, ...]] = {"mas": ("coder", "tester"), "coder": ("coder",)}
+MUTATION_POOL_DRAWS = 16
+_VARIANTS = 2**31
+
+
+@dataclass(frozen=True)
+class CodeInstance:
+    """One episode's task: a problem and the variant that seeds its hidden-test draw."""
+
+    problem: Problem
+    variant: int
+
+    def key(self) -> str:
+        return f"{self.problem.key}#{self.variant}"
+
+
+def instance_for(problem: Problem, start: int = 0) -> CodeInstance:
+    """The first variant >= start whose key lies in the problem's split."""
+    variant = start % _VARIANTS
+    while split_of(f"{problem.key}#{variant}") != problem.split:
+        variant = (variant + 1) % _VARIANTS
+    return CodeInstance(problem, variant)
+
+
+# ---------------------------------------------------------------------------------------------
+# hidden tests and mutation analysis (cached per process: deterministic functions of the problem)
+
+_GOLDEN: OrderedDict[tuple, tuple[TestCase, ...]] = OrderedDict()
+_GOLDEN_MAX = 4096
+_ANALYSES: dict[tuple, MutationAnalysis] = {}
+_CACHE_LOCK = threading.Lock()  # environments may be stepped from several threads
+
+
+def _problem_rng(problem: Problem, *words: int) -> np.random.Generator:
+    return np.random.default_rng(np.random.SeedSequence([zlib.crc32(problem.key.encode()), *words]))
+
+
+def draw_inputs(problem: Problem, rng: np.random.Generator, count: int, start: Sequence[str] = ()) -> list[str]:
+    """`start` plus distinct generator draws, `count` inputs in all (fewer if the generator cannot)."""
+    inputs = [with_newline(s) for s in start]
+    for _ in range(50 * max(count, 1)):
+        if len(inputs) >= count:
+            break
+        x = with_newline(problem.generate(rng))
+        if x not in inputs:
+            inputs.append(x)
+    return inputs
+
+
+def hidden_inputs(instance: CodeInstance, count: int) -> list[str]:
+    problem = instance.problem
+    if problem.generate is None:
+        return [t.input for t in problem.tests]
+    return draw_inputs(problem, _problem_rng(problem, instance.variant), count, problem.edge_inputs)
+
+
+def golden_tests(instance: CodeInstance, count: int, sandbox: Any, time_limit_s: float) -> tuple[TestCase, ...]:
+    """The instance's hidden tests with expected outputs (from the reference for generated problems)."""
+    problem = instance.problem
+    if problem.generate is None:
+        return problem.tests
+    key = (instance.key(), problem.reference_hash, count)
+    with _CACHE_LOCK:
+        if key in _GOLDEN:
+            _GOLDEN.move_to_end(key)
+            return _GOLDEN[key]
+    inputs = hidden_inputs(instance, count)
+    runs = run_trusted(sandbox, problem.reference, inputs, max(time_limit_s, 2.0))
+    for stdin, (status, _) in zip(inputs, runs):
+        if status != "ok":
+            raise RuntimeError(f"problem {problem.key}: the reference solution failed ({status}) on a generated "
+                               f"input {stdin[:80]!r}; fix the problem's generator or reference")
+    tests = tuple(TestCase(stdin, out) for stdin, (_, out) in zip(inputs, runs))
+    with _CACHE_LOCK:
+        _GOLDEN[key] = tests
+        while len(_GOLDEN) > _GOLDEN_MAX:
+            _GOLDEN.popitem(last=False)
+    return tests
+
+
+def mutation_pool(problem: Problem) -> list[tuple[str, str | None]]:
+    """Inputs (with expected outputs where the data gives them) that decide mutant equivalence."""
+    if problem.generate is None:
+        pool = {t.input: t.output for t in (*problem.examples, *problem.tests)}
+        return list(pool.items())
+    start = [*problem.edge_inputs, *(ex.input for ex in problem.examples)]
+    inputs = draw_inputs(problem, _problem_rng(problem, 0x6D75), len(start) + MUTATION_POOL_DRAWS, start)
+    return [(x, None) for x in dict.fromkeys(inputs)]
+
+
+def mutation_analysis(problem: Problem, sandbox: Any, time_limit_s: float) -> MutationAnalysis | None:
+    """The problem's non-equivalent mutants (cached per problem); None without a reference."""
+    if problem.reference is None:
+        return None
+    key = (problem.key, problem.reference_hash)
+    with _CACHE_LOCK:
+        found = _ANALYSES.get(key)
+    if found is None:
+        found = analyse(sandbox, problem.reference, mutation_pool(problem), max(time_limit_s, 2.0))
+        with _CACHE_LOCK:
+            found = _ANALYSES.setdefault(key, found)
+    return found
+
+
+def load_bank() -> list[Problem]:
+    from .bank import PROBLEMS
+
+    return list(PROBLEMS)
+
+
+@dataclass
+class TestCheck:
+    """The verdict on one tester test (cached per (input, expected output))."""
+
+    __test__ = False  # not a pytest class
+    valid: bool
+    reason: str
+    killed: frozenset[int]
+
+
+class raw_env(TextAECEnv):
+    metadata = {"render_modes": ["human", "ansi"], "name": "code_v0", "is_parallelizable": False}
+    instance_namespace = "code"
+
+    def __init__(self, mode: Literal["mas", "coder"] = "mas", max_turns: int | None = None,
+                 problems: str | Path | Sequence[Problem] | None = None,
+                 dataset_format: Literal["auto", "apps", "codecontests", "livecodebench"] = "auto",
+                 dataset_split: str = "test", hidden_tests: int = 10, time_limit_s: float = 1.0,
+                 render_mode: str | None = None, sandbox: Any = None):
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {sorted(MODES)} (mas = coder + tester), got {mode!r}")
+        if max_turns is None:
+            max_turns = 1 if mode == "coder" else 4
+        if mode == "coder" and max_turns != 1:
+            raise ValueError(f"mode='coder' is the one-turn single-agent baseline: leave max_turns unset or 1, got {max_turns}")
+        if int(hidden_tests) < 1:
+            raise ValueError(f"hidden_tests must be >= 1, got {hidden_tests}")
+        if not float(time_limit_s) > 0:
+            raise ValueError(f"time_limit_s must be > 0 seconds, got {time_limit_s}")
+        self.mode = mode
+        self.hidden_tests = int(hidden_tests)
+        self.time_limit_s = float(time_limit_s)
+        if sandbox is None:
+            from llm_marl_envs.sandbox import default_sandbox
+
+            sandbox = default_sandbox()  # cheap: its workers start on first use
+        self._sandbox = sandbox
+        self._cache = RunCache()
+        if problems is None:
+            pool = load_bank()
+        elif isinstance(problems, (str, Path)):
+            pool = load_problems(problems, dataset_format, dataset_split)
+        else:
+            pool = list(problems)
+            if not pool or not all(isinstance(p, Problem) for p in pool):
+                raise ValueError("problems must be None (the shipped bank), a dataset path, or a non-empty list of Problem")
+        check_unique(pool)
+        self.problems: list[Problem] = pool
+        self.split_counts = {s: sum(p.split == s for p in pool) for s in SPLITS}
+        super().__init__(MODES[mode], max_turns=max_turns, render_mode=render_mode)
+
+    # ------------------------------------------------------------------ runtimes
+    def _shared_runtimes(self) -> list[Any]:
+        return [self._sandbox, self._cache]
+
+    @property
+    def sandbox(self) -> Any:
+        return self._sandbox
+
+    # ------------------------------------------------------------------ instances
+    def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> None:
+        opts = options or {}
+        if opts.get("instance") is None:
+            split = check_split(opts.get("split", "train"))
+            if not self.split_counts[split]:
+                raise ValueError(f"this problem set has no {split!r} problems ({self.split_counts}); reset with another "
+                                 "split, or load the dataset with dataset_split=... ('hash' spreads it over all splits)")
+        super().reset(seed=seed, options=options)
+
+    def _make_instance(self, rng: np.random.Generator) -> CodeInstance:
+        problem = self.problems[int(rng.integers(len(self.problems)))]
+        return instance_for(problem, int(rng.integers(_VARIANTS)))
+
+    def _start(self) -> None:
+        inst: CodeInstance = self.instance
+        self.problem = inst.problem
+        self.problem_text = self.problem.text()
+        self.history: list[TurnRecord] = []
+        self.code: str | None = None
+        self.code_note = ""
+        self.code_compiles = False
+        self.golden_pass: list[bool] = []
+        self.prev_golden_pass: list[bool] = []
+        """G_{k-1} membership: which golden tests code_{k-1} passed."""
+        self.team = 0.0
+        self.suite: list[TestCase] = []
+        self._checks: dict[tuple[str, str], TestCheck] = {}
+        self._golden: tuple[TestCase, ...] | None = None
+        self._ended_by_agreement = False
+
+    def golden(self) -> tuple[TestCase, ...]:
+        if self._golden is None:
+            self._golden = golden_tests(self.instance, self.hidden_tests, self.sandbox, self.time_limit_s)
+        return self._golden
+
+    def analysis(self) -> MutationAnalysis | None:
+        return mutation_analysis(self.problem, self.sandbox, self.time_limit_s)
+
+    # ------------------------------------------------------------------ observations
+    def _messages(self, agent: str) -> list[Message]:
+        turn = min(self.turn, self.max_turns - 1)
+        if agent == "tester":
+            return prompts.tester_messages(self.problem_text, turn, self.history)
+        return prompts.coder_messages(self.problem_text, turn, self.history)
+
+    def _render_state(self) -> str:
+        p = self.problem
+        lines = [f"problem {p.key} ({p.split}, difficulty {p.difficulty}){': ' + p.title if p.title else ''}"]
+        if self.code is not None or self.golden_pass:
+            passed = sum(self.golden_pass)
+            lines.append(f"program: {self.code_note}; golden tests passed {passed}/{len(self.golden_pass)}")
+        if self.suite:
+            valid = sum(self._checks[(t.input, t.output)].valid for t in self.suite if (t.input, t.output) in self._checks)
+            lines.append(f"tester suite: {len(self.suite)} test(s), {valid} valid")
+        return "\n".join(lines)
+
+    # ------------------------------------------------------------------ steps
+    def _play(self, agent: str, reply: str) -> Play:
+        return self._play_coder(reply) if agent == "coder" else self._play_tester(reply)
+
+    def _limits(self):
+        return program_limits(self.sandbox, self.time_limit_s)
+
+    def _play_coder(self, reply: str) -> Play:
+        """Coder terms (A.1.2): build, run (smoke subset), nr (non-regression on G_{k-1})."""
+        golden = self.golden()
+        code, error = parse_code(reply)
+        status = "no_code"
+        golden_pass = [False] * len(golden)
+        build = run_ok = 0.0
+        if code is not None:
+            try:
+                compile(code, "main.py", "exec")
+                build = 1.0
+            except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError) as exc:
+                status, error = "syntax_error", f"the program does not compile: {type(exc).__name__}: {exc}"[:300]
+        if build:
+            smoke = [ex.input for ex in self.problem.examples] or [golden[0].input]
+            results = run_program(self.sandbox, code, [t.input for t in golden] + smoke, self._limits(), self._cache)
+            golden_pass = [passes(r, t.output) for r, t in zip(results, golden)]
+            failed = [r for r in results[len(golden):] if not r.ok]
+            run_ok = float(not failed)
+            status = "ok" if run_ok else "smoke_failed"
+            if failed:
+                error = f"the program failed on the example input ({failed[0].status})"
+        kept = [i for i, ok in enumerate(self.prev_golden_pass) if ok]
+        nr = sum(golden_pass[i] for i in kept) / len(kept) if kept else 1.0
+        if code is None:
+            nr = 0.0  # no program, no logs: the mask is 0 and every term is reported as 0
+        p = sum(golden_pass) / len(golden) if golden else 0.0
+        breakdown = RewardBreakdown(p, {"build": build, "run": run_ok, "nr": nr}, CODER_COEF,
+                                    mask=0.0 if code is None else 1.0, lam=LAMBDA_CODE)
+        self.code, self.code_compiles, self.team = code, bool(build), p
+        self.code_note = {"ok": "compiled; ran on the example", "smoke_failed": "compiled; failed on the example",
+                          "syntax_error": "does not compile", "no_code": "no code block"}[status]
+        self.prev_golden_pass, self.golden_pass = golden_pass, golden_pass
+        details = {"code_status": status, "golden_passed": int(sum(golden_pass)), "golden_total": len(golden)}
+        if self.mode == "coder":
+            self.turn += 1
+            return Play(breakdown, None, success=bool(golden) and all(golden_pass), parse_error=error, details=details)
+        return Play(breakdown, "tester", parse_error=error, details=details)
+
+    def _check(self, test: TestCase) -> TestCheck:
+        """valid = executable, deterministic, consistent with the reference; and which mutants it kills."""
+        key = (test.input, test.output)
+        if key in self._checks:
+            return self._checks[key]
+        if self.problem.reference is None:
+            check = TestCheck(False, "no reference solution to check tests against", frozenset())
+        else:
+            analysis = self.analysis()
+            with ThreadPoolExecutor(2) as pool:
+                process = pool.submit(run_program, self.sandbox, self.problem.reference, [test.input],
+                                      program_limits(self.sandbox, max(self.time_limit_s, 2.0)), self._cache)
+                batch = pool.submit(analysis.kills, self.sandbox, self.problem.reference, test.input, max(self.time_limit_s, 2.0)) \
+                    if analysis is not None and analysis.available else None
+                first = process.result()[0]
+                second = batch.result() if batch is not None else None
+            killed: frozenset[int] = frozenset()
+            if not first.ok:
+                check = TestCheck(False, f"the reference solution fails on this input ({first.status})", killed)
+            elif second is not None and (second[0] != "ok" or not outputs_match(first.stdout, second[1])):
+                check = TestCheck(False, "the reference solution's output on this input is not reproducible", killed)
+            elif not outputs_match(first.stdout, test.output):
+                check = TestCheck(False, "the expected output disagrees with the reference solution", killed)
+            else:
+                check = TestCheck(True, "valid", second[2] if second is not None else killed)
+        self._checks[key] = check
+        return check
+
+    def _play_tester(self, reply: str) -> Play:
+        """Tester terms (A.1.2): valid (this turn's test), cov = min(1, MutScore/τ_mut) over the suite."""
+        test, error = parse_test(reply)
+        check: TestCheck | None = None
+        if test is None:
+            note = f"no parsable test ({error})"
+        else:
+            same = next((i for i, t in enumerate(self.suite) if t.input.split() == test.input.split()), None)
+            if same is None:
+                self.suite.append(test)
+                note = f"added test {len(self.suite)}"
+            else:
+                self.suite[same] = test
+                note = f"replaced test {same + 1} (same input)"
+        with ThreadPoolExecutor(1) as background:
+            # code_k on the suite (the stopping rule) runs while the test is checked.
+            suite_runs = background.submit(self._run_suite)
+            if test is not None:
+                check = self._check(test)
+            analysis = self.analysis()
+            checks = [self._check(t) for t in self.suite]
+            runs = suite_runs.result()
+        killed = frozenset().union(*(c.killed for c in checks if c.valid)) if checks else frozenset()
+        available = analysis is not None and analysis.available
+        score = analysis.score(killed) if available else 0.0
+        terms = {"valid": float(check is not None and check.valid), "cov": min(1.0, score / TAU_MUT) if available else 0.0}
+        breakdown = RewardBreakdown(self.team, terms, TESTER_COEF, mask=1.0 if available else 0.0, lam=LAMBDA_CODE)
+        self.history.append(TurnRecord(self.turn, self.code, self.code_note, runs, note))
+        self.turn += 1
+        suite_passed = bool(runs) and all(r.passed for r in runs)
+        details = {
+            "test_valid": bool(check is not None and check.valid), "test_check": check.reason if check else (error or ""),
+            "suite_size": len(self.suite), "mutants_killed": len(killed) if available else 0,
+            "mutants_total": len(analysis.mutants) if available else 0, "suite_passed": suite_passed,
+        }
+        done = suite_passed or self.turn >= self.max_turns
+        self._ended_by_agreement = suite_passed
+        success = done and bool(self.golden_pass) and all(self.golden_pass)
+        return Play(breakdown, None if done else "coder", success=success, parse_error=error, details=details)
+
+    def _run_suite(self) -> list[TestRun]:
+        """code_k on every test of the tester's suite, for the stopping rule and the mismatch history."""
+        if self.code is None or not self.code_compiles:
+            reason = "not run: no program" if self.code is None else "not run: the program does not compile"
+            return [TestRun(t, reason, "", False) for t in self.suite]
+        results = run_program(self.sandbox, self.code, [t.input for t in self.suite], self._limits(), self._cache)
+        return [TestRun(t, r.status, r.stdout if r.ok else r.stdout + r.stderr[-600:], passes(r, t.output))
+                for t, r in zip(self.suite, results)]
+
+    def step(self, action: str | None) -> None:
+        super().step(action)
+        # Agreement on the tester's suite ends the workflow: a terminal state even when the program
+        # fails the golden tests (the base class files unsuccessful ends under truncation).
+        if self._ended_by_agreement and self.truncations and all(self.truncations.values()):
+            for a in self.agents:
+                self.terminations[a], self.truncations[a] = True, False
+        self._ended_by_agreement = False

@@ -1,0 +1,385 @@
+"""Problem records and loaders for real code benchmarks on disk (APPS, CodeContests, LiveCodeBench).
+
+A `Problem` is a stdin/stdout task: a statement, public examples (shown to the agents and used as
+the coder's smoke run), a reference solution (source text), and the source of its hidden tests:
+either a seeded input generator (the shipped bank: each instance draws its own inputs and their
+expected outputs come from running the reference) or a fixed list of tests (datasets).
+
+Loaders read JSON (a list, or an object holding one) or JSONL files in the public formats:
+
+| format | statement | tests | reference |
+|---|---|---|---|
+| APPS | `question` | `input_output` (JSON string: `inputs`, `outputs`; `fn_name` = call-based, skipped) | first of `solutions` (JSON string list) |
+| CodeContests | `description` | `public_tests`, `private_tests`, `generated_tests` (`{input: [...], output: [...]}`) | first Python 3 entry of `solutions` (`{language: [...], solution: [...]}`, language 3) |
+| LiveCodeBench | `question_content` | `public_test_cases`, `private_test_cases` (JSON strings of `{input, output, testtype}`; `functional` = call-based, skipped) | none |
+
+LiveCodeBench ships most private tests as base64(zlib(pickle(json string))). Pickle is never
+loaded: the stream is decoded opcode by opcode (`pickletools.genops`, which executes nothing) and
+accepted only if it holds a single string; anything else raises `DatasetFormatError`.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import pickletools
+import zlib
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from ..core.instances import SPLITS, split_of
+
+Format = Literal["auto", "apps", "codecontests", "livecodebench"]
+FORMATS = ("apps", "codecontests", "livecodebench")
+_MAX_DECOMPRESSED = 512 * 1024 * 1024
+"""Largest decompressed LiveCodeBench test blob accepted (bytes): a guard against zlib bombs."""
+
+
+class DatasetFormatError(ValueError):
+    """A dataset file or record does not match the format it was loaded as."""
+
+
+@dataclass(frozen=True)
+class TestCase:
+    """One stdin/stdout test: the program reads `input` and must print `output` (token compare)."""
+
+    __test__ = False  # not a pytest class
+    input: str
+    output: str
+
+
+@dataclass(frozen=True, eq=False)
+class Problem:
+    id: str
+    statement: str
+    reference: str | None
+    """A correct solution (Python source reading stdin); None when the dataset has none."""
+    split: str = "train"
+    difficulty: int | str = 1
+    title: str = ""
+    examples: tuple[TestCase, ...] = ()
+    """Public examples: shown in the task (unless `examples_in_statement`) and used as the smoke run."""
+    generate: Callable[[np.random.Generator], str] | None = None
+    """Seeded input generator (bank problems). Hidden-test outputs come from running `reference`."""
+    edge_inputs: tuple[str, ...] = ()
+    """Inputs always among the hidden tests of a generated problem (boundaries the generator may miss)."""
+    tests: tuple[TestCase, ...] = ()
+    """Fixed hidden tests (dataset problems, or hand-made problems)."""
+    source: str = "bank"
+    examples_in_statement: bool = False
+    """True when the statement text already shows the examples (datasets)."""
+
+    def __post_init__(self) -> None:
+        if self.split not in SPLITS:
+            raise ValueError(f"problem {self.id!r}: split must be one of {', '.join(SPLITS)}, got {self.split!r}")
+        if self.generate is None and not self.tests:
+            raise ValueError(f"problem {self.id!r} has neither an input generator nor fixed tests")
+        if self.generate is not None and self.reference is None:
+            raise ValueError(f"problem {self.id!r}: generated inputs need a reference solution to compute outputs")
+
+    # Problems are immutable and may hold functions: forks share them.
+    def __deepcopy__(self, memo: dict) -> Problem:
+        return self
+
+    @property
+    def key(self) -> str:
+        return f"{self.source}:{self.id}"
+
+    @property
+    def reference_hash(self) -> str:
+        return hashlib.sha256((self.reference or "").encode()).hexdigest()[:16]
+
+    def text(self) -> str:
+        """The problem as the agents see it."""
+        parts = [self.title] if self.title else []
+        parts.append(self.statement.strip())
+        if not self.examples_in_statement:
+            for i, ex in enumerate(self.examples, 1):
+                label = "Example" if len(self.examples) == 1 else f"Example {i}"
+                parts.append(f"{label} input:\n{ex.input.rstrip()}\n{label} output:\n{ex.output.rstrip()}")
+        return "\n\n".join(parts)
+
+
+def with_newline(text: str) -> str:
+    return text if text.endswith("\n") or not text else text + "\n"
+
+
+# ---------------------------------------------------------------------------------------------
+# reading files
+
+
+def read_records(path: str | Path) -> list[dict[str, Any]]:
+    """Rows of a JSON (list, or an object with one list value) or JSONL file."""
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"dataset file {str(path)!r} does not exist")
+    text = path.read_text(encoding="utf-8")
+    stripped = text.lstrip()
+    if stripped.startswith("["):
+        rows = json.loads(text)
+    elif stripped.startswith("{") and path.suffix == ".json":
+        data = json.loads(text)
+        lists = [v for v in data.values() if isinstance(v, list)] if isinstance(data, dict) else []
+        if "question" in data or "description" in data or "question_content" in data:
+            rows = [data]
+        elif len(lists) == 1:
+            rows = lists[0]
+        else:
+            raise DatasetFormatError(f"{path}: a JSON object must hold exactly one list of problems")
+    else:
+        rows = []
+        for n, line in enumerate(text.splitlines(), 1):
+            if line.strip():
+                try:
+                    rows.append(json.loads(line))
+                except json.JSONDecodeError as exc:
+                    raise DatasetFormatError(f"{path}:{n}: not a JSON line ({exc.msg})") from None
+    if not all(isinstance(r, dict) for r in rows):
+        raise DatasetFormatError(f"{path}: every problem must be a JSON object")
+    return rows
+
+
+def detect_format(row: dict[str, Any]) -> str:
+    if "question_content" in row:
+        return "livecodebench"
+    if "description" in row and ("public_tests" in row or "private_tests" in row):
+        return "codecontests"
+    if "question" in row and "input_output" in row:
+        return "apps"
+    raise DatasetFormatError(
+        f"cannot tell the dataset format from the fields {sorted(row)[:12]}; pass format='apps', "
+        "'codecontests' or 'livecodebench'"
+    )
+
+
+def _json_field(value: Any, what: str) -> Any:
+    if isinstance(value, str):
+        if not value.strip():
+            return None
+        try:
+            return json.loads(value)
+        except json.JSONDecodeError as exc:
+            raise DatasetFormatError(f"{what} is not valid JSON ({exc.msg})") from None
+    return value
+
+
+def _text(value: Any) -> str:
+    """A test input/output as text: APPS sometimes stores a list of lines."""
+    if isinstance(value, list):
+        return "\n".join(str(v) for v in value) + "\n"
+    return with_newline(str(value))
+
+
+def _assign_split(key: str, split: str) -> str:
+    return split_of(key) if split == "hash" else split
+
+
+# ---------------------------------------------------------------------------------------------
+# APPS
+
+
+def problem_from_apps(row: dict[str, Any], split: str = "test") -> Problem | None:
+    """One APPS row; None for call-based problems (`fn_name`) or rows without tests."""
+    pid = str(row.get("problem_id", row.get("id", "")))
+    if "question" not in row:
+        raise DatasetFormatError(f"APPS row {pid!r} has no 'question'")
+    io = _json_field(row.get("input_output"), f"APPS row {pid!r}: input_output") or {}
+    if not isinstance(io, dict):
+        raise DatasetFormatError(f"APPS row {pid!r}: input_output must be an object with 'inputs' and 'outputs'")
+    if io.get("fn_name"):
+        return None
+    inputs, outputs = io.get("inputs") or [], io.get("outputs") or []
+    if len(inputs) != len(outputs):
+        raise DatasetFormatError(f"APPS row {pid!r}: {len(inputs)} inputs but {len(outputs)} outputs")
+    tests = tuple(TestCase(_text(i), _text(o)) for i, o in zip(inputs, outputs))
+    if not tests:
+        return None
+    solutions = _json_field(row.get("solutions"), f"APPS row {pid!r}: solutions") or []
+    key = f"apps:{pid}"
+    return Problem(
+        id=pid, statement=str(row["question"]), reference=solutions[0] if solutions else None,
+        split=_assign_split(key, split), difficulty=row.get("difficulty", "unknown"),
+        examples=tests[:1], tests=tests, source="apps", examples_in_statement=True,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# CodeContests
+
+CODECONTESTS_PYTHON3 = 3
+"""`solutions.language` value of Python 3 in CodeContests (0 unknown, 1 Python 2, 2 C++, 3 Python 3, 4 Java)."""
+
+
+def _cc_tests(block: Any, what: str) -> list[TestCase]:
+    if not block:
+        return []
+    if not isinstance(block, dict) or "input" not in block or "output" not in block:
+        raise DatasetFormatError(f"{what} must be an object with 'input' and 'output' lists")
+    if len(block["input"]) != len(block["output"]):
+        raise DatasetFormatError(f"{what}: {len(block['input'])} inputs but {len(block['output'])} outputs")
+    return [TestCase(_text(i), _text(o)) for i, o in zip(block["input"], block["output"])]
+
+
+def problem_from_codecontests(row: dict[str, Any], split: str = "test", max_tests: int = 20) -> Problem | None:
+    name = str(row.get("name", ""))
+    if "description" not in row:
+        raise DatasetFormatError(f"CodeContests row {name!r} has no 'description'")
+    public = _cc_tests(row.get("public_tests"), f"CodeContests {name!r}: public_tests")
+    hidden: list[TestCase] = []
+    for part in ("private_tests", "generated_tests"):
+        hidden += _cc_tests(row.get(part), f"CodeContests {name!r}: {part}")
+    tests = _dedupe(public + hidden)[:max_tests]
+    if not tests:
+        return None
+    reference = None
+    sols = row.get("solutions") or {}
+    if isinstance(sols, dict):
+        for lang, code in zip(sols.get("language", []), sols.get("solution", [])):
+            if lang == CODECONTESTS_PYTHON3:
+                reference = code
+                break
+    key = f"codecontests:{name}"
+    return Problem(
+        id=name, statement=str(row["description"]), reference=reference, split=_assign_split(key, split),
+        difficulty=row.get("difficulty", "unknown"), examples=tuple(public[:2]) or tests[:1], tests=tuple(tests),
+        source="codecontests", examples_in_statement=True,
+    )
+
+
+def _dedupe(tests: Iterable[TestCase]) -> list[TestCase]:
+    seen, out = set(), []
+    for t in tests:
+        if t.input not in seen:
+            seen.add(t.input)
+            out.append(t)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# LiveCodeBench
+
+
+def decode_pickled_string(blob: bytes) -> str:
+    """The string inside a pickle stream, read opcode by opcode without unpickling.
+
+    Only a protocol header, framing, one unicode string, memo bookkeeping and STOP are accepted;
+    any other opcode (globals, reductions, containers) raises DatasetFormatError.
+    """
+    allowed_frame = {"PROTO", "FRAME", "MEMOIZE", "PUT", "BINPUT", "LONG_BINPUT", "STOP"}
+    strings = {"SHORT_BINUNICODE", "BINUNICODE", "BINUNICODE8", "UNICODE"}
+    value: str | None = None
+    try:
+        for opcode, arg, _ in pickletools.genops(blob):
+            if opcode.name in strings and value is None:
+                value = arg
+            elif opcode.name not in allowed_frame:
+                raise DatasetFormatError(
+                    f"LiveCodeBench test blob holds a pickle opcode {opcode.name}: only a pickled JSON string is "
+                    "accepted (llm-marl never unpickles data); re-export the tests as plain JSON"
+                )
+    except DatasetFormatError:
+        raise
+    except Exception as exc:  # malformed stream: genops raises ValueError and friends
+        raise DatasetFormatError(f"LiveCodeBench test blob is not a valid pickle stream ({exc})") from None
+    if value is None:
+        raise DatasetFormatError("LiveCodeBench test blob holds no string")
+    return value
+
+
+def decode_lcb_tests(value: Any, what: str) -> list[dict[str, Any]]:
+    """LiveCodeBench `public_test_cases` / `private_test_cases`: plain JSON, or base64+zlib+pickle."""
+    if value is None or value == "":
+        return []
+    if isinstance(value, list):
+        return value
+    if not isinstance(value, str):
+        raise DatasetFormatError(f"{what} must be a JSON string or a list")
+    if value.lstrip().startswith("["):
+        return _json_field(value, what) or []
+    try:
+        compressed = base64.b64decode(value.encode(), validate=False)
+        inflater = zlib.decompressobj()
+        raw = inflater.decompress(compressed, _MAX_DECOMPRESSED)
+        if inflater.unconsumed_tail:
+            raise DatasetFormatError(f"{what}: decompressed tests exceed {_MAX_DECOMPRESSED} bytes")
+    except (ValueError, zlib.error) as exc:
+        raise DatasetFormatError(f"{what} is neither JSON nor base64+zlib data ({exc})") from None
+    if raw.lstrip().startswith(b"["):
+        return _json_field(raw.decode("utf-8"), what) or []
+    return _json_field(decode_pickled_string(raw), what) or []
+
+
+def problem_from_livecodebench(row: dict[str, Any], split: str = "test", max_tests: int = 20) -> Problem | None:
+    qid = str(row.get("question_id", row.get("question_title", "")))
+    if "question_content" not in row:
+        raise DatasetFormatError(f"LiveCodeBench row {qid!r} has no 'question_content'")
+    public = decode_lcb_tests(row.get("public_test_cases"), f"LiveCodeBench {qid!r}: public_test_cases")
+    private = decode_lcb_tests(row.get("private_test_cases"), f"LiveCodeBench {qid!r}: private_test_cases")
+    cases = public + private
+    if any(c.get("testtype", "stdin") != "stdin" for c in cases):
+        return None  # call-based (LeetCode) problems need a function harness
+    tests = _dedupe(TestCase(_text(c["input"]), _text(c["output"])) for c in cases)[:max_tests]
+    if not tests:
+        return None
+    examples = tuple(TestCase(_text(c["input"]), _text(c["output"])) for c in public[:2]) or tuple(tests[:1])
+    key = f"livecodebench:{qid}"
+    return Problem(
+        id=qid, statement=str(row["question_content"]), reference=None, split=_assign_split(key, split),
+        difficulty=row.get("difficulty", "unknown"), title=str(row.get("question_title", "")), examples=examples,
+        tests=tuple(tests), source="livecodebench", examples_in_statement=True,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class LoadReport:
+    loaded: int = 0
+    skipped: dict[str, int] = field(default_factory=dict)
+
+
+def load_problems(path: str | Path, format: Format = "auto", split: str = "test", max_tests: int = 20,
+                  report: LoadReport | None = None) -> list[Problem]:
+    """Stdin/stdout problems of an APPS, CodeContests or LiveCodeBench file.
+
+    `split`: the split every problem of the file belongs to ("train" | "val" | "test"), or "hash"
+    to spread them by the hash of their id (60/20/20). Call-based problems and problems without
+    tests are skipped and counted in `report.skipped`.
+    """
+    if split not in (*SPLITS, "hash"):
+        raise ValueError(f"split must be one of {', '.join(SPLITS)} or 'hash', got {split!r}")
+    if format not in ("auto", *FORMATS):
+        raise ValueError(f"format must be 'auto' or one of {', '.join(FORMATS)}, got {format!r}")
+    rows = read_records(path)
+    report = report if report is not None else LoadReport()
+    problems: list[Problem] = []
+    for row in rows:
+        fmt = detect_format(row) if format == "auto" else format
+        if fmt == "apps":
+            problem = problem_from_apps(row, split)
+        elif fmt == "codecontests":
+            problem = problem_from_codecontests(row, split, max_tests)
+        else:
+            problem = problem_from_livecodebench(row, split, max_tests)
+        if problem is None:
+            report.skipped[fmt] = report.skipped.get(fmt, 0) + 1
+        else:
+            problems.append(problem)
+    report.loaded = len(problems)
+    if not problems:
+        raise DatasetFormatError(f"{path}: no stdin/stdout problem with tests found ({report.skipped} skipped)")
+    return problems
+
+
+def check_unique(problems: Sequence[Problem]) -> None:
+    seen: set[str] = set()
+    for p in problems:
+        if p.key in seen:
+            raise ValueError(f"two problems share the key {p.key!r}")
+        seen.add(p.key)

@@ -1,0 +1,499 @@
+"""Code env (coder + tester): rewards computed by hand from AT-GRPO appendix A.1.2, the workflow,
+parsers, mutation operators, dataset loaders, the oracle, and hostile programs."""
+
+from __future__ import annotations
+
+import base64
+import json
+import pickle
+import zlib
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from agents import run_episode
+from agents.oracle import make_oracle
+from llm_marl_envs import code_v0
+from llm_marl_envs.code import bank
+from llm_marl_envs.code.env import CodeInstance, instance_for, mutation_analysis
+from llm_marl_envs.code.mutation import generate_mutants
+from llm_marl_envs.code.parse import format_test, parse_code, parse_test
+from llm_marl_envs.code.problems import (DatasetFormatError, LoadReport, Problem, TestCase, decode_lcb_tests,
+                                         load_problems)
+from llm_marl_envs.code.runner import RunCache, outputs_match, run_program
+from llm_marl_envs.sandbox import Sandbox, SandboxLimits
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+# Read n; print BIG if n > 10 else SMALL. Its mutants (hand-enumerated from the AST operators):
+#   A: n <= 10 (comparison)   B: n >= 10 (boundary)   C: n > 11 (boundary)   D: n > 9 (boundary)
+# Every pool input (3, 5, 9, 10, 11, 20) keeps them all: A dies on 3, B and D on 10, C on 11.
+THRESHOLD = Problem(
+    id="threshold", title="Threshold", statement="Read an integer n. Print BIG if n > 10, otherwise SMALL.",
+    reference="n = int(input())\nprint('BIG' if n > 10 else 'SMALL')\n", split="test",
+    examples=(TestCase("3\n", "SMALL\n"),),
+    tests=tuple(TestCase(f"{n}\n", "BIG\n" if n > 10 else "SMALL\n") for n in (5, 9, 10, 11, 20)),
+    source="unit",
+)
+REFERENCE = f"```python\n{THRESHOLD.reference}```"
+SMALL = "```python\nprint('SMALL')\n```"  # passes 5, 9, 10: p = 3/5
+BIG = "```python\nprint('BIG')\n```"  # passes 11, 20: p = 2/5
+GE = "```python\nn = int(input())\nprint('BIG' if n >= 10 else 'SMALL')\n```"  # fails only 10: p = 4/5
+
+
+def tcase(n: int, out: str) -> str:
+    return format_test(TestCase(f"{n}\n", out + "\n"))
+
+
+@pytest.fixture(scope="module")
+def sandbox():
+    with Sandbox(SandboxLimits(wall_time_s=2.0, cpu_time_s=2.0, memory_mb=256, output_bytes=20_000)) as sb:
+        yield sb
+
+
+def fresh(sandbox, mode="mas", problem=THRESHOLD, **kw):
+    env = code_v0.raw_env(mode=mode, problems=[problem], sandbox=sandbox, time_limit_s=0.5, **kw)
+    env.reset(seed=0, options={"instance": CodeInstance(problem, 0)})
+    return env
+
+
+def test_threshold_mutants_are_the_hand_enumerated_four(sandbox):
+    mutants = generate_mutants(THRESHOLD.reference)
+    assert [(m.operator, m.description) for m in mutants] == [
+        ("comparison", "> -> <="), ("boundary", "> -> >="), ("boundary", "10 -> 11"), ("boundary", "10 -> 9")]
+    analysis = mutation_analysis(THRESHOLD, sandbox, 0.5)
+    assert analysis.available and len(analysis.mutants) == 4
+
+
+# ---------------------------------------------------------------------------------------------
+# coder: r = 0.5·p + 0.5·m·(0.1·build + 0.1·run + 0.8·nr)
+
+CODER_CASES = [
+    # reply, (build, run, nr), mask, team, reward, parse error?
+    (REFERENCE, (1, 1, 1), 1, 1.0, 1.0, False),
+    (SMALL, (1, 1, 1), 1, 0.6, 0.5 * 0.6 + 0.5, False),
+    (GE, (1, 1, 1), 1, 0.8, 0.5 * 0.8 + 0.5, False),
+    # Does not compile: nr = 1 because G_{-1} is empty (the paper's formula), build = run = 0.
+    ("```python\nprint(\n```", (0, 0, 1), 1, 0.0, 0.5 * 0.8, True),
+    # Crashes on the example (3) but answers 5, 9, 10 right.
+    ("```python\nn = int(input())\nassert n >= 5\nprint('SMALL')\n```", (1, 0, 1), 1, 0.6, 0.5 * 0.6 + 0.5 * 0.9, True),
+    ("The answer is BIG.", (0, 0, 0), 0, 0.0, 0.0, True),
+]
+
+
+@pytest.mark.parametrize("reply,terms,mask,team,reward,error", CODER_CASES)
+def test_coder_reward_terms(sandbox, reply, terms, mask, team, reward, error):
+    env = fresh(sandbox)
+    env.step(reply)
+    info = env.infos["coder"]
+    assert info["local_terms"] == dict(zip(("build", "run", "nr"), map(float, terms)))
+    assert info["mask"] == mask and info["lambda"] == 0.5
+    assert info["team_reward"] == pytest.approx(team)
+    assert info["reward"] == pytest.approx(reward) and env.rewards["coder"] == pytest.approx(reward)
+    assert (info["parse_error"] is not None) == error
+    assert env.agent_selection == "tester" and env.turn == 0
+
+
+@pytest.mark.parametrize(
+    "second,nr,team",
+    [
+        (BIG, 0.0, 0.4),  # G_0 = {5, 9, 10}; BIG passes none of them
+        (GE, 2 / 3, 0.8),  # passes 5 and 9 of G_0
+        (REFERENCE, 1.0, 1.0),
+    ],
+)
+def test_coder_non_regression_against_the_previous_turn(sandbox, second, nr, team):
+    env = fresh(sandbox)
+    env.step(SMALL)
+    env.step(tcase(100, "BIG"))  # SMALL fails it: the episode goes on
+    assert env.turn == 1 and env.agent_selection == "coder"
+    env.step(second)
+    info = env.infos["coder"]
+    assert info["local_terms"]["nr"] == pytest.approx(nr)
+    local = 0.1 + 0.1 + 0.8 * nr
+    assert info["reward"] == pytest.approx(0.5 * team + 0.5 * local)
+
+
+# ---------------------------------------------------------------------------------------------
+# tester: r = 0.5·p + 0.5·m·(0.2·valid + 0.8·min(1, MutScore / 0.6))
+
+TESTER_CASES = [
+    # test reply, valid, killed mutants, cov
+    (tcase(100, "BIG"), 1, 1, 0.25 / 0.6),  # weak: kills A only
+    (tcase(10, "SMALL"), 1, 3, 1.0),  # strong: kills A, B, D (0.75 >= 0.6)
+    (tcase(11, "BIG"), 1, 2, 0.5 / 0.6),  # kills A and C
+    (tcase(100, "SMALL"), 0, 0, 0.0),  # inconsistent with the reference
+    (format_test(TestCase("ten\n", "SMALL\n")), 0, 0, 0.0),  # the reference crashes: not executable
+]
+
+
+@pytest.mark.parametrize("reply,valid,killed,cov", TESTER_CASES)
+def test_tester_reward_terms(sandbox, reply, valid, killed, cov):
+    env = fresh(sandbox)
+    env.step(SMALL)  # p = 0.6, shared by the tester as r_team
+    env.step(reply)
+    info = env.infos["tester"]
+    assert info["local_terms"]["valid"] == valid
+    assert info["local_terms"]["cov"] == pytest.approx(cov)
+    assert info["mutants_killed"] == killed and info["mutants_total"] == 4
+    assert info["mask"] == 1 and info["team_reward"] == pytest.approx(0.6)
+    assert info["reward"] == pytest.approx(0.5 * 0.6 + 0.5 * (0.2 * valid + 0.8 * cov))
+    assert info["parse_error"] is None
+
+
+def test_tester_without_a_test_case_is_a_format_error(sandbox):
+    env = fresh(sandbox)
+    env.step(SMALL)
+    env.step("I believe the program is fine.")
+    info = env.infos["tester"]
+    assert info["parse_error"] and info["local_terms"] == {"valid": 0.0, "cov": 0.0}
+    assert info["reward"] == pytest.approx(0.5 * 0.6)
+
+
+@pytest.mark.parametrize(
+    "suite,score",
+    [
+        ([(100, "BIG"), (0, "SMALL")], 0.25),  # weak suite: both tests kill only A
+        ([(10, "SMALL"), (11, "BIG")], 1.0),  # strong suite: A, B, D, then C
+    ],
+)
+def test_mutation_score_counts_the_whole_suite(sandbox, suite, score):
+    env = fresh(sandbox, max_turns=3)
+    for n, out in suite:
+        env.step(SMALL if out == "BIG" else BIG)  # the coder fails each test, so the episode goes on
+        env.step(tcase(n, out))
+    info = env.infos["tester"]
+    assert info["suite_size"] == 2
+    assert info["mutants_killed"] == round(score * 4)
+    assert info["local_terms"]["cov"] == pytest.approx(min(1.0, score / 0.6))
+
+
+def test_a_corrected_test_replaces_the_old_one(sandbox):
+    env = fresh(sandbox, max_turns=3)
+    env.step(SMALL)
+    env.step(tcase(100, "SMALL"))  # wrong expected output; SMALL passes it: agreement ends the episode
+    assert all(env.terminations.values()) and not env.success
+    env = fresh(sandbox, max_turns=3)
+    env.step(BIG)
+    env.step(tcase(100, "SMALL"))  # wrong, and BIG fails it
+    env.step(BIG)
+    env.step(tcase(100, "BIG"))  # corrected: same input
+    info = env.infos["tester"]
+    assert info["suite_size"] == 1 and info["local_terms"]["valid"] == 1 and info["suite_passed"]
+
+
+def test_bank_problem_weak_and_strong_tests():
+    problem = bank.BY_ID["sort_numbers"]
+    env = code_v0.raw_env(problems=[problem])
+    env.reset(options={"instance": instance_for(problem)})
+    analysis = env.analysis()
+    weak = TestCase("1\n5\n", "5\n")
+    strong = TestCase("8\n5 -3 9 0 9 -3 7 1\n", "-3 -3 0 1 5 7 9 9\n")
+    assert env._check(weak).valid and env._check(strong).valid
+    assert analysis.score(env._check(weak).killed) < 0.3
+    assert analysis.score(env._check(strong).killed) > 0.6
+
+
+# ---------------------------------------------------------------------------------------------
+# workflow: termination, success, observations, single-agent variant
+
+
+def test_agreement_with_a_correct_program_is_success(sandbox):
+    env = fresh(sandbox)
+    env.step(REFERENCE)
+    env.step(tcase(42, "BIG"))
+    assert env.success and all(env.terminations.values()) and not any(env.truncations.values())
+    assert env.turn == 1 and env.infos["tester"]["success"] and env.infos["tester"]["suite_passed"]
+
+
+def test_agreement_with_a_wrong_program_terminates_without_success(sandbox):
+    env = fresh(sandbox)
+    env.step(SMALL)
+    env.step(tcase(5, "SMALL"))
+    assert not env.success and all(env.terminations.values()) and not any(env.truncations.values())
+
+
+def test_turn_budget_truncates_and_success_judges_the_last_program(sandbox):
+    env = fresh(sandbox, max_turns=2)
+    for coder in (SMALL, BIG):
+        env.step(coder)
+        env.step(tcase(10, "SMALL") if coder == BIG else tcase(100, "BIG"))
+    assert env.turn == 2 and not env.success and all(env.truncations.values())
+    env = fresh(sandbox, max_turns=2)
+    for _ in range(2):
+        env.step(REFERENCE)
+        env.step(tcase(100, "SMALL"))  # a wrong test: no agreement
+    assert env.success and env.turn == 2
+
+
+def test_history_shows_code_test_expected_and_actual(sandbox):
+    env = fresh(sandbox)
+    env.step(SMALL)
+    env.step(tcase(100, "BIG"))
+    for role in ("coder", "tester"):
+        text = env.observe(role)["messages"][-1]["content"]
+        assert "print('SMALL')" in text and "MISMATCH" in text
+        assert "Test input:\n100" in text and "Expected output:\nBIG" in text and "Actual output [ok]:\nSMALL" in text
+    assert env.observe("coder")["messages"][0]["content"].startswith("You are a helpful assistant that corrects")
+    # The golden tests are never shown.
+    assert "20\n" not in env.observe("coder")["messages"][-1]["content"].split("Use the history")[1]
+
+
+def test_both_roles_of_a_turn_see_the_same_history(sandbox):
+    env = fresh(sandbox)
+    before = env.observe("tester")
+    env.step(SMALL)
+    assert env.observe("tester") == before  # the coder's reply of this turn is not shown to the tester
+
+
+def test_coder_mode_is_one_turn(sandbox):
+    env = fresh(sandbox, mode="coder")
+    assert env.possible_agents == ["coder"]
+    env.step(GE)
+    assert env.turn == 1 and not env.success and all(env.truncations.values())
+    env = fresh(sandbox, mode="coder")
+    env.step(REFERENCE)
+    assert env.success and env.infos["coder"]["reward"] == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize(
+    "kwargs,fix",
+    [({"mode": "solo"}, "mode must be one of"), ({"mode": "coder", "max_turns": 3}, "one-turn"),
+     ({"hidden_tests": 0}, "hidden_tests"), ({"time_limit_s": 0}, "time_limit_s"), ({"problems": []}, "problems must be")],
+)
+def test_bad_config_names_the_fix(kwargs, fix):
+    with pytest.raises(ValueError, match=fix):
+        code_v0.raw_env(**kwargs)
+
+
+def test_missing_split_names_the_fix(sandbox):
+    env = code_v0.raw_env(problems=[THRESHOLD], sandbox=sandbox)
+    with pytest.raises(ValueError, match="dataset_split"):
+        env.reset(seed=0, options={"split": "train"})
+
+
+# ---------------------------------------------------------------------------------------------
+# hostile programs are contained and scored as failures
+
+
+def _hostile(path: str) -> dict[str, str]:
+    return {
+        "infinite loop": "while True:\n    pass",
+        "read the hidden tests": f"print(open({path!r}).read())",
+        "import the bank": "import llm_marl_envs.code.bank as b\nprint(b.PROBLEMS)",
+        "huge output": "print('x' * 10**8)",
+        "memory bomb": "x = bytearray(10**10)",
+        "shell": "import os\nos.system('echo pwned')",
+    }
+
+
+@pytest.mark.parametrize("name", sorted(_hostile("")))
+def test_hostile_code_is_contained_and_fails(sandbox, name):
+    code = _hostile(bank.easy.__file__)[name]
+    env = fresh(sandbox)
+    env.step(f"```python\n{code}\n```")
+    info = env.infos["coder"]
+    assert info["team_reward"] == 0.0 and info["golden_passed"] == 0
+    assert info["local_terms"]["run"] == 0.0 and info["parse_error"]
+    assert env.agent_selection == "tester"
+    env.step(tcase(10, "SMALL"))
+    assert env.infos["tester"]["local_terms"]["valid"] == 1  # the tester is unaffected
+
+
+# ---------------------------------------------------------------------------------------------
+# parsers, runner, mutation operators
+
+PARSE_CASES = [
+    ("**Test Input:**\n```\n1 2\n```\n**Test Output:**\n```\n3\n```", ("1 2\n", "3\n")),
+    ("**Test Input:**1 2 **Test Output:**3", ("1 2\n", "3\n")),
+    ("**Test Input**: 4\n**Test Output**: 16\n\nThis is because 4 squared is 16.", ("4\n", "16\n")),
+    ("Test input:\n3\n1 2 3\nTest output:\n6", ("3\n1 2 3\n", "6\n")),
+    ("**test case input:**\n`7`\n**TEST CASE OUTPUT:**\n`49`", ("7\n", "49\n")),
+    ("draft:\n**Test Input:** 1\n**Test Output:** 2\nfinal:\n**Test Input:**\n```\n5\n```\n**Test Output:**\n```\n25\n```", ("5\n", "25\n")),
+    ("the test output is 3", None),
+    ("**Test Input:**\n```\n\n```\n**Test Output:**\n```\n3\n```", None),
+    ("**Test Output:**\n3\n**Test Input:**\n1", None),
+    ("", None),
+]
+
+
+@pytest.mark.parametrize("reply,expected", PARSE_CASES)
+def test_parse_test(reply, expected):
+    test, error = parse_test(reply)
+    if expected is None:
+        assert test is None and error
+    else:
+        assert (test.input, test.output) == expected and error is None
+
+
+_line = st.text(alphabet=st.characters(blacklist_categories=("Cs", "Cc")) | st.sampled_from(" \t"), min_size=1, max_size=30).filter(
+    lambda s: s.strip() and "`" not in s)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_line, min_size=1, max_size=4), st.lists(_line, min_size=1, max_size=4))
+def test_format_then_parse_round_trips(inputs, outputs):
+    case = TestCase("\n".join(inputs) + "\n", "\n".join(outputs) + "\n")
+    parsed, error = parse_test("Here is my test.\n" + format_test(case))
+    assert error is None
+    assert parsed.input.split("\n") == [x.rstrip() for x in case.input.split("\n")]
+    assert outputs_match(parsed.output, case.output)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=300))
+def test_parsers_never_raise(text):
+    parse_test(text)
+    parse_code(text)
+
+
+@pytest.mark.parametrize(
+    "actual,expected,same",
+    [("3\n", "3", True), ("1  2\n3", "1 2 3\n", True), ("  YES \n\n", "YES", True), ("3.0", "3", False), ("", "0", False)],
+)
+def test_outputs_match_on_tokens(actual, expected, same):
+    assert outputs_match(actual, expected) == same
+
+
+def test_run_cache_reuses_identical_runs(sandbox):
+    cache = RunCache()
+    limits = SandboxLimits(wall_time_s=1.0, cpu_time_s=1.0)
+    first = run_program(sandbox, "print(int(input()) * 2)", ["2\n", "3\n", "2\n"], limits, cache)
+    assert [r.stdout for r in first] == ["4\n", "6\n", "4\n"] and cache.misses == 2
+    again = run_program(sandbox, "print(int(input()) * 2)", ["3\n"], limits, cache)
+    assert again[0].stdout == "6\n" and cache.hits == 1
+
+
+MUTATION_CASES = [
+    ("print(a < b)", "comparison", ["print(a >= b)"]),
+    ("print(a < b)", "boundary", ["print(a <= b)"]),
+    ("print(x == 3)", "boundary", ["print(x == 4)", "print(x == 2)"]),
+    ("for i in range(n):\n    pass", "boundary", ["for i in range(n + 1):\n    pass", "for i in range(n - 1):\n    pass"]),
+    ("x = a * b - c", "arithmetic", ["x = a * b + c", "x = a + b - c"]),
+    ("x += -y", "arithmetic", ["x -= -y", "x += y"]),
+    ("x = 7", "constant", ["x = 8", "x = 6"]),
+    ("ok = a and not b", "boolean", ["ok = a or not b", "ok = a and b"]),
+    ("flag = True", "boolean", ["flag = False"]),
+    ("def f(x):\n    return x > 2", "return", ["def f(x):\n    return None", "def f(x):\n    return not x > 2"]),
+    ("def f(x):\n    return x + 1", "return", ["def f(x):\n    return None"]),
+]
+
+
+@pytest.mark.parametrize("source,operator,expected", MUTATION_CASES)
+def test_mutation_operators(source, operator, expected):
+    got = [m.source.rstrip("\n") for m in generate_mutants(source, operators=(operator,))]
+    assert got == expected
+
+
+def test_mutants_are_deterministic_compile_and_are_capped():
+    source = bank.BY_ID["edit_distance"].reference
+    a, b = generate_mutants(source), generate_mutants(source)
+    assert a == b and len(a) > 20
+    for m in a:
+        compile(m.source, "m.py", "exec")
+    assert len(generate_mutants(source, max_mutants=7)) == 7
+    assert generate_mutants("def (") == []
+
+
+# ---------------------------------------------------------------------------------------------
+# dataset loaders (APPS, CodeContests, LiveCodeBench)
+
+
+def test_load_apps():
+    report = LoadReport()
+    problems = load_problems(FIXTURES / "code_apps.jsonl", report=report)
+    assert [p.id for p in problems] == ["4001", "4003"] and report.skipped == {"apps": 1}  # fn_name is call-based
+    product, countdown = problems
+    assert product.reference.startswith("a, b = map(int") and len(product.tests) == 4
+    assert product.tests[2] == TestCase("-4 6\n", "-24\n") and product.split == "test"
+    assert countdown.tests[0] == TestCase("3\n", "3\n2\n1\n")  # APPS lists of lines are joined
+
+
+def test_load_codecontests():
+    report = LoadReport()
+    (problem,) = load_problems(FIXTURES / "code_codecontests.json", format="codecontests", report=report)
+    assert report.skipped == {"codecontests": 1}
+    assert problem.id == "1000_A. Bigger half" and problem.reference == "n = int(input())\nprint(n - n // 2)\n"
+    assert [t.input for t in problem.tests] == ["5\n", "1\n", "100\n", "7\n"]  # public + private + generated, deduplicated
+    assert problem.examples == (TestCase("5\n", "3\n"),) and problem.examples_in_statement
+
+
+def test_load_livecodebench_with_plain_and_compressed_tests():
+    report = LoadReport()
+    problems = load_problems(FIXTURES / "code_livecodebench.jsonl", report=report)
+    assert report.skipped == {"livecodebench": 1}  # the functional (LeetCode) problem
+    echo, total = problems
+    assert echo.reference is None and [t.output for t in echo.tests] == ["abab\n", "xx\n", "hellohello\n"]
+    assert [t.input for t in total.tests] == ["3\n1 2 3\n", "1\n-5\n", "2\n10 20\n"]  # private tests were base64+zlib+pickle
+
+
+class _Exploit:
+    def __reduce__(self):
+        return (Path("/tmp/llm_marl_unpickled").write_text, ("pwned",))
+
+
+def test_livecodebench_pickle_is_never_unpickled():
+    blob = base64.b64encode(zlib.compress(pickle.dumps(_Exploit()))).decode()
+    with pytest.raises(DatasetFormatError, match="never unpickles"):
+        decode_lcb_tests(blob, "private_test_cases")
+    assert not Path("/tmp/llm_marl_unpickled").exists()
+    listed = base64.b64encode(zlib.compress(pickle.dumps([{"input": "1", "output": "1"}]))).decode()
+    with pytest.raises(DatasetFormatError):
+        decode_lcb_tests(listed, "private_test_cases")
+    with pytest.raises(DatasetFormatError, match="neither JSON"):
+        decode_lcb_tests("%%% not base64 %%%", "private_test_cases")
+
+
+def test_loader_errors_are_clear(tmp_path):
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        load_problems(tmp_path / "missing.jsonl")
+    (tmp_path / "other.jsonl").write_text(json.dumps({"prompt": "x", "answer": "y"}) + "\n")
+    with pytest.raises(DatasetFormatError, match="format="):
+        load_problems(tmp_path / "other.jsonl")
+    with pytest.raises(ValueError, match="split"):
+        load_problems(FIXTURES / "code_apps.jsonl", split="dev")
+
+
+def test_hash_split_spreads_a_dataset():
+    problems = load_problems(FIXTURES / "code_apps.jsonl", split="hash")
+    from llm_marl_envs.core.instances import split_of
+
+    assert all(p.split == split_of(p.key) for p in problems)
+
+
+@pytest.mark.parametrize("path,tester_mask", [("code_apps.jsonl", 1.0), ("code_livecodebench.jsonl", 0.0)])
+def test_env_runs_on_a_dataset(sandbox, path, tester_mask):
+    env = code_v0.raw_env(problems=str(FIXTURES / path), sandbox=sandbox)
+    env.reset(seed=1, options={"split": "test"})
+    problem = env.problem
+    solution = problem.reference or {"abc900_a": "print(input() * 2)", "abc900_b": "input()\nprint(sum(map(int, input().split())))"}[problem.id]
+    env.step(f"```python\n{solution}\n```")
+    assert env.infos["coder"]["team_reward"] == 1.0
+    env.step(format_test(problem.tests[0]))
+    assert env.infos["tester"]["mask"] == tester_mask
+    assert env.success
+
+
+# ---------------------------------------------------------------------------------------------
+# the oracle
+
+
+def test_oracle_solves_every_test_split_problem_in_one_turn():
+    env = code_v0.env()
+    oracle = make_oracle("code")
+    problems = [p for p in bank.PROBLEMS if p.split == "test"]
+    assert len(problems) >= 15
+    for problem in problems:
+        env.reset(options={"instance": instance_for(problem)})
+        for role in env.agent_iter(4):
+            observation, _, terminated, truncated, _ = env.last()
+            env.step(None if terminated or truncated else oracle.act(role, observation))
+        raw = env.unwrapped
+        assert raw.success and raw.turn == 1, problem.id
+
+
+def test_oracle_earns_the_coder_maximum():
+    result = run_episode(code_v0.env(mode="coder"), make_oracle("code"), seed=0, split="test")
+    assert result.success and result.returns["coder"] == pytest.approx(1.0)
