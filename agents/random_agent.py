@@ -46,12 +46,57 @@ def math_reply(rng: np.random.Generator, role: str) -> str:
     return f"A random guess.\n#### \\boxed{{{value}}}"
 
 
+_WORDS = "who what which city film director born capital mayor founder river garden paper silent the of in".split()
+
+
+def _random_words(rng: np.random.Generator, lo: int = 1, hi: int = 6) -> str:
+    return " ".join(rng.choice(_WORDS, size=int(rng.integers(lo, hi + 1))))
+
+
+def _mcp_call(server: str, tool: str, arguments: dict) -> str:
+    import json
+
+    return (f"<use_mcp_tool>\n<server_name>{server}</server_name>\n<tool_name>{tool}</tool_name>\n"
+            f"<arguments>\n{json.dumps(arguments)}\n</arguments>\n</use_mcp_tool>")
+
+
+def deep_search_reply(rng: np.random.Generator, role: str) -> str:
+    """Planner: delegate, search, fetch or answer; worker: search, fetch or a four-heading summary."""
+    kind = rng.random()
+    url = f"wiki://mini-wiki/{_random_words(rng, 1, 2).title().replace(' ', '_')}"
+    if role == "planner" and kind < 0.45:
+        return _mcp_call("browsing_agent", "search_and_browse", {"subtask": _random_words(rng, 3, 8) + "?"})
+    if role == "planner" and kind < 0.8:
+        return _mcp_call("llm-marl-search", "search", {"query": _random_words(rng)}) if kind < 0.65 else \
+            _mcp_call("llm-marl-search", "fetch", {"url": url})
+    if role == "planner":
+        return f"My answer.\n\\boxed{{{_random_words(rng, 1, 2).title()}}}"
+    if kind < 0.4:
+        return _mcp_call("llm-marl-search", "search", {"query": _random_words(rng), "k": int(rng.integers(1, 11))})
+    if kind < 0.7:
+        return _mcp_call("llm-marl-search", "fetch", {"url": url})
+    return ("## Conclusion:\n**" + _random_words(rng, 1, 2).title() + "**\n\n## Supporting Information:\n- none\n\n"
+            "## Observations:\nrandom\n\n## Contribution to Main Task:\nunclear")
+
+
+def mass_reply(rng: np.random.Generator, role: str) -> str:
+    """Rewriter: 1-5 sub-queries; reranker: some Document ids; answerer: a few words."""
+    if role == "rewriter":
+        return "### " + "; ".join(_random_words(rng, 2, 6) for _ in range(int(rng.integers(1, 6)))) + " ###"
+    if role == "reranker":
+        ids = rng.choice(12, size=int(rng.integers(1, 5)), replace=False)
+        return ",".join(f"Document{int(i)}" for i in ids)
+    return _random_words(rng, 1, 4).title()
+
+
 REPLIES: dict[str, Callable[[np.random.Generator, str], str]] = {
     "plan_path": tool_and_final_answer(random_moves),
     "sokoban": tool_and_final_answer(random_moves),
     "sudoku": tool_and_final_answer(random_fills),
     "code": code_reply,
     "math": math_reply,
+    "deep_search": deep_search_reply,
+    "mass": mass_reply,
 }
 
 

@@ -13,6 +13,8 @@ ORACLES: dict[str, str] = {
     "sudoku": "agents.oracle.sudoku:SudokuOracle",
     "code": "agents.oracle.code:CodeOracle",
     "math": "agents.oracle.math:MathOracle",
+    "deep_search": "agents.oracle.deep_search:DeepSearchOracle",
+    "mass": "agents.oracle.mass:MASSOracle",
 }
 
 

@@ -1,0 +1,1 @@
+"""Deep search (MATPO / SHARP): planner + workers with search tools over MCP. See `env.py`."""

@@ -1,0 +1,1 @@
+"""MASS (MHGPO / MMOA-RAG): rewriter -> retrieval -> reranker -> answerer. See `env.py`."""

@@ -1,0 +1,125 @@
+"""MMOA-RAG's output rules for the three MASS roles, as pure parsers with their penalties.
+
+| role | output | penalty (agent-specific reward R_spe) |
+|---|---|---|
+| rewriter | `### q1; q2; ... ###` (or one sub-question per line) | -0.5 if more than 4 sub-questions or more than 300 characters (or none) |
+| reranker | `Document0,Document4,...` (bare ids `0,4` accepted) | -1 if malformed, an id out of range, or an id repeated (or none) |
+| answerer | a short answer | -1 if longer than 30 words |
+
+Each parser returns what the next agent consumes plus the penalty and the error (None when the
+output follows the rule); nothing here raises on model text.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+MAX_SUB_QUERIES = 4
+MAX_REWRITE_CHARS = 300
+MAX_ANSWER_WORDS = 30
+REWRITER_PENALTY = -0.5
+RERANKER_PENALTY = -1.0
+ANSWERER_PENALTY = -1.0
+PASSAGES = 10
+SPLITS: dict[int, tuple[int, ...]] = {1: (10,), 2: (5, 5), 3: (4, 3, 3), 4: (3, 3, 2, 2)}
+"""MMOA-RAG: the 10 retrieved passages are split across the sub-queries."""
+
+_BLOCK = re.compile(r"###(.*?)(?:###|$)", re.S)
+_BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.)]|<\s*query\d*\s*>|query\s*\d+\s*:)\s*", re.I)
+_ID = re.compile(r"^(?:document\s*)?(\d{1,4})$", re.I)
+
+
+@dataclass(frozen=True)
+class Rewrite:
+    sub_queries: tuple[str, ...]
+    """The sub-queries used for retrieval (at most 4; the original question when none parsed)."""
+    written: int
+    """How many sub-queries the rewriter wrote."""
+    penalty: float
+    error: str | None
+
+
+def parse_rewrite(text: str, question: str) -> Rewrite:
+    m = _BLOCK.search(text)
+    if m:
+        parts = m.group(1).split(";")
+    else:
+        parts = [line for line in text.splitlines()]
+    queries = []
+    for part in parts:
+        q = _BULLET.sub("", part).strip().strip("<>").strip()
+        if q:
+            queries.append(q)
+    errors = []
+    if not queries:
+        errors.append("no sub-questions found (expected ### q1; q2 ###); the original question was searched")
+    if len(queries) > MAX_SUB_QUERIES:
+        errors.append(f"{len(queries)} sub-questions (at most {MAX_SUB_QUERIES}); the first {MAX_SUB_QUERIES} were searched")
+    if len(text.strip()) > MAX_REWRITE_CHARS:
+        errors.append(f"{len(text.strip())} characters (at most {MAX_REWRITE_CHARS})")
+    used = tuple(queries[:MAX_SUB_QUERIES]) or (question,)
+    return Rewrite(used, len(queries), REWRITER_PENALTY if errors else 0.0, "; ".join(errors) or None)
+
+
+@dataclass(frozen=True)
+class Selection:
+    ids: tuple[int, ...]
+    """Valid, in-range ids in the reranker's order, each once (what the answerer reads)."""
+    penalty: float
+    error: str | None
+
+
+def parse_selection(text: str, n_documents: int) -> Selection:
+    tokens = [t for t in re.split(r"[\s,;]+", text.strip()) if t]
+    ids: list[int] = []
+    errors = []
+    for token in tokens:
+        m = _ID.match(token.strip(".[]()'\"`"))
+        if m is None:
+            shown = token if len(token) <= 20 else token[:20] + "..."
+            errors.append(f"unexpected text {shown!r}")
+            break
+        i = int(m.group(1))
+        if i >= n_documents:
+            errors.append(f"Document{i} is out of range (Document0-Document{n_documents - 1})")
+        elif i in ids:
+            errors.append(f"Document{i} repeated")
+        else:
+            ids.append(i)
+    if not tokens:
+        errors.append("no document ids (expected e.g. Document0,Document4)")
+    return Selection(tuple(ids), RERANKER_PENALTY if errors else 0.0, "; ".join(errors) or None)
+
+
+@dataclass(frozen=True)
+class Answer:
+    text: str
+    words: int
+    penalty: float
+    error: str | None
+
+
+def parse_answer(text: str) -> Answer:
+    answer = re.sub(r"^\s*(?:final\s+)?answer\s*[:：]\s*", "", text.strip(), flags=re.I).strip()
+    words = len(answer.split())
+    if words > MAX_ANSWER_WORDS:
+        return Answer(answer, words, ANSWERER_PENALTY, f"answer has {words} words (at most {MAX_ANSWER_WORDS})")
+    if not answer:
+        return Answer(answer, 0, 0.0, "empty answer")
+    return Answer(answer, words, 0.0, None)
+
+
+_SEARCH = re.compile(r"<search>(.*?)</search>", re.S | re.I)
+_ANSWER = re.compile(r"<answer>(.*?)</answer>", re.S | re.I)
+
+
+def parse_single(text: str) -> tuple[str, str] | None:
+    """Single agent (Search-R1 format): ("answer", text) or ("search", query); None when neither."""
+    answer = _ANSWER.search(text)
+    if answer is not None:
+        return "answer", answer.group(1).strip()
+    search = _SEARCH.search(text)
+    if search is not None and search.group(1).strip():
+        return "search", search.group(1).strip()
+    return None

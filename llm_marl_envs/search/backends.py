@@ -1,0 +1,167 @@
+"""Retrieval backends behind one interface: `search(query, k) -> [Hit]` and `fetch(url) -> str`.
+
+- `BM25Backend`: BM25 (bm25s, Lucene variant, k1=1.5, b=0.75) over a `Corpus`, the offline
+  default. The index is built once and cached on disk under `$LLM_MARL_CACHE/bm25/<corpus hash>`
+  (default `~/.cache/llm-marl`); later processes, the MCP server subprocess included, load it.
+- `LiveBackend` (`search.live`): DuckDuckGo & co. through `ddgs`, opt-in.
+
+Errors an agent can cause (an unknown URL, an empty query) raise `ToolInputError`; they become
+error observations. A backend that cannot work at all raises `BackendUnavailable` with the fix.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import threading
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Protocol
+
+from .corpus import Corpus, title_from_url
+from .text import snippet, tokenize
+
+MAX_K = 20
+"""Most results one search returns."""
+MAX_PAGE_CHARS = 8_000
+"""Longest page text `fetch` returns (longer pages are cut, with a marker)."""
+
+
+class ToolInputError(ValueError):
+    """The agent's arguments are wrong (unknown URL, empty query): reported back to the agent."""
+
+
+class BackendUnavailable(RuntimeError):
+    """The backend cannot run here (missing package, no network); the message names the fix."""
+
+
+@dataclass(frozen=True)
+class Hit:
+    title: str
+    url: str
+    snippet: str
+
+    def to_json(self) -> dict[str, str]:
+        return asdict(self)
+
+
+class SearchBackend(Protocol):
+    name: str
+
+    def search(self, query: str, k: int = 10) -> list[Hit]: ...
+
+    def fetch(self, url: str) -> str: ...
+
+
+def cache_root() -> Path:
+    """`$LLM_MARL_CACHE`, default `~/.cache/llm-marl`."""
+    return Path(os.environ.get("LLM_MARL_CACHE") or Path.home() / ".cache" / "llm-marl").expanduser()
+
+
+def check_k(k: object) -> int:
+    if isinstance(k, bool) or not isinstance(k, int):
+        raise ToolInputError(f"k must be an integer between 1 and {MAX_K}, got {k!r}")
+    if not 1 <= k <= MAX_K:
+        raise ToolInputError(f"k must be between 1 and {MAX_K}, got {k}")
+    return k
+
+
+def check_query(query: object) -> str:
+    if not isinstance(query, str) or not query.strip():
+        raise ToolInputError("query must be a non-empty string")
+    return query.strip()
+
+
+def _import_bm25s():
+    try:
+        import bm25s  # noqa: PLC0415
+    except ImportError as e:
+        raise BackendUnavailable("the BM25 backend needs the `bm25s` package: pip install 'llm-marl[search]'") from e
+    return bm25s
+
+
+_BUILD_LOCK = threading.Lock()
+
+
+class BM25Backend:
+    """BM25 over a corpus; documents are indexed as title (twice, as a field boost) plus text."""
+
+    name = "bm25"
+
+    def __init__(self, corpus: Corpus, cache_dir: str | Path | None = None, snippet_chars: int = 240):
+        if not corpus.documents:
+            raise ValueError(f"corpus {corpus.name!r} has no documents")
+        self.corpus = corpus
+        self.snippet_chars = int(snippet_chars)
+        self.index_dir = Path(cache_dir) if cache_dir is not None else cache_root() / "bm25" / corpus.corpus_hash[:32]
+        self.built = False
+        """True when this process built the index (False: loaded from the disk cache)."""
+        self.retriever = self._load_or_build()
+
+    def __deepcopy__(self, memo: dict) -> BM25Backend:
+        return self
+
+    def _load_or_build(self):
+        bm25s = _import_bm25s()
+        marker = self.index_dir / "params.index.json"
+        with _BUILD_LOCK:
+            if marker.exists():
+                try:
+                    return bm25s.BM25.load(str(self.index_dir), show_progress=False)
+                except Exception:  # a corrupt cache entry is rebuilt, never trusted
+                    shutil.rmtree(self.index_dir, ignore_errors=True)
+            tokens = [tokenize(f"{d.title} {d.title} {d.text}") for d in self.corpus.documents]
+            retriever = bm25s.BM25(k1=1.5, b=0.75, method="lucene")
+            retriever.index(tokens, show_progress=False)
+            self._save(retriever)
+            self.built = True
+            return retriever
+
+    def _save(self, retriever) -> None:
+        # Build in a temporary folder and rename: concurrent processes never see half an index.
+        # An unwritable cache only costs a rebuild next time.
+        try:
+            self.index_dir.parent.mkdir(parents=True, exist_ok=True)
+            tmp = Path(tempfile.mkdtemp(prefix=".bm25-", dir=self.index_dir.parent))
+        except OSError:
+            return
+        try:
+            retriever.save(str(tmp), show_progress=False)
+            try:
+                tmp.rename(self.index_dir)
+            except OSError:  # another process won the race: its index is identical
+                shutil.rmtree(tmp, ignore_errors=True)
+        except OSError:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    def rank(self, query: str, k: int) -> list[tuple[int, float]]:
+        """(document index, score) of the top `k` documents with a positive score."""
+        tokens = [t for t in tokenize(query) if t in self.retriever.vocab_dict]
+        if not tokens:
+            return []
+        k = min(k, len(self.corpus.documents))
+        docs, scores = self.retriever.retrieve([tokens], k=k, show_progress=False, n_threads=0)
+        return [(int(i), float(s)) for i, s in zip(docs[0], scores[0]) if s > 0]
+
+    def search(self, query: str, k: int = 10) -> list[Hit]:
+        query, k = check_query(query), check_k(k)
+        out = []
+        for i, _ in self.rank(query, k):
+            d = self.corpus.documents[i]
+            out.append(Hit(d.title, d.url, snippet(d.text, query, self.snippet_chars)))
+        return out
+
+    def fetch(self, url: str) -> str:
+        if not isinstance(url, str) or not url.strip():
+            raise ToolInputError("url must be a non-empty string")
+        doc = self.corpus.by_url.get(url.strip())
+        if doc is None:
+            title = title_from_url(url.strip())
+            hint = f" (no page titled {title!r})" if title else " (pages of this corpus have wiki:// URLs from search results)"
+            raise ToolInputError(f"unknown URL {url.strip()!r}{hint}")
+        return cut_page(doc.page())
+
+
+def cut_page(text: str, limit: int = MAX_PAGE_CHARS) -> str:
+    return text if len(text) <= limit else text[:limit] + "\n[... page truncated]"

@@ -1,0 +1,190 @@
+"""mass_v0: MMOA-RAG output rules and penalties, the 10-passage split, shared-F1 rewards by hand,
+the consumed-output records MHGPO back-propagates along, the single agent, the oracle per hop count."""
+
+from __future__ import annotations
+
+import hashlib
+from collections import Counter
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from agents import run_episode
+from agents.oracle.mass import MASSOracle
+from llm_marl_envs import mass_v0
+from llm_marl_envs.mass.parse import SPLITS, parse_answer, parse_rewrite, parse_selection, parse_single
+from llm_marl_envs.search.miniwiki import build
+
+Q = "Who founded X?"
+
+
+@pytest.mark.parametrize(
+    "text,used,written,penalty",
+    [
+        ("### Who directed A?; Where was B born? ###", ("Who directed A?", "Where was B born?"), 2, 0.0),
+        ("### <Who directed A?>; <Where was B born?> ###", ("Who directed A?", "Where was B born?"), 2, 0.0),
+        ("1. Who directed A?\n2) Where was B born?\n", ("Who directed A?", "Where was B born?"), 2, 0.0),
+        ("### a; b; c; d; e ###", ("a", "b", "c", "d"), 5, -0.5),
+        ("### " + "x" * 301 + " ###", ("x" * 301,), 1, -0.5),
+        ("", (Q,), 0, -0.5),
+        ("### ; ###", (Q,), 0, -0.5),
+    ],
+)
+def test_rewriter_rule(text, used, written, penalty):
+    r = parse_rewrite(text, Q)
+    assert (r.sub_queries, r.written, r.penalty) == (used, written, penalty)
+    assert (r.error is None) == (penalty == 0.0)
+
+
+@pytest.mark.parametrize(
+    "text,ids,penalty",
+    [
+        ("Document0,Document4", (0, 4), 0.0),
+        ("Document3, Document1\n", (3, 1), 0.0),
+        ("0, 4, 9", (0, 4, 9), 0.0),
+        ("Document0,Document0", (0,), -1.0),
+        ("Document2,Document10", (2,), -1.0),
+        ("Document2, and that is all", (2,), -1.0),
+        ("", (), -1.0),
+    ],
+)
+def test_reranker_rule(text, ids, penalty):
+    s = parse_selection(text, 10)
+    assert (s.ids, s.penalty) == (ids, penalty)
+
+
+def test_answerer_and_single_rules():
+    assert parse_answer("Answer: Kessling").text == "Kessling"
+    assert parse_answer(" ".join(["word"] * 30)).penalty == 0.0
+    long = parse_answer(" ".join(["word"] * 31))
+    assert (long.penalty, long.words) == (-1.0, 31) and "31 words" in long.error
+    assert parse_answer("").error == "empty answer"
+    assert parse_single("think <search> who is B </search>") == ("search", "who is B")
+    assert parse_single("<search>q</search> <answer> Kessling </answer>") == ("answer", "Kessling")
+    assert parse_single("no tags") is None and parse_single("<search>  </search>") is None
+
+
+@given(st.text(max_size=300))
+def test_parsers_never_raise(text):
+    parse_rewrite(text, Q)
+    parse_selection(text, 10)
+    parse_answer(text)
+    parse_single(text)
+
+
+def question(hops=2, seed=0):
+    return build().sample_question(np.random.default_rng(seed), hops)
+
+
+def fresh(q=None, **kw):
+    env = mass_v0.raw_env(**kw)
+    env.reset(seed=0, options={"instance": q or question()})
+    return env
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4])
+def test_ten_distinct_passages_split_across_sub_queries(n):
+    q = question(4, seed=n)
+    env = fresh(q)
+    env.step("### " + "; ".join(h.resolved for h in q.hops[:n]) + " ###")
+    env.step("Document0")  # the reranker's infos record the passages it was shown
+    docs = env.infos["reranker"]["documents"]
+    assert len(docs) == 10 and len({d["url"] for d in docs}) == 10
+    per_query = Counter(d["sub_query"] for d in docs)
+    assert [per_query[h.resolved] for h in q.hops[:n]] == list(SPLITS[n])
+    shown = env.observe("reranker")["messages"][1]["content"]
+    assert shown.count("\nDocument") == 10 and "Document9: {title: " in shown
+
+
+def test_rewards_by_hand_and_consumed_records():
+    q = question(2, seed=4)
+    env = fresh(q)
+    rewrite = "### " + "; ".join([h.resolved for h in q.hops] + ["a", "b", "c"]) + " ###"  # 5 sub-questions
+    env.step(rewrite)
+    assert env.rewards["rewriter"] == -0.5 and env.infos["rewriter"]["team_reward"] == 0.0
+    assert env.infos["rewriter"]["sub_queries"] == [h.resolved for h in q.hops] + ["a", "b"]
+    gold = [i for i, d in enumerate(env.documents) if d["title"] in q.supporting]
+    selection = ",".join(f"Document{i}" for i in gold)
+    env.step(selection)
+    assert env.rewards["reranker"] == 0.0
+    answerer_view = env.observe("answerer")["messages"][1]["content"]
+    assert answerer_view.count("\nDocument ") == len(gold) and "Document 0: {title: " in answerer_view
+    answer = q.answer + " indeed"  # F1 < 1: extra word
+    env.step(answer)
+    f1 = env.infos["answerer"]["f1"]
+    n = len(q.answer.split())
+    assert f1 == pytest.approx(2 * n / (2 * n + 1))  # precision n/(n+1), recall 1
+    assert env.rewards == {"rewriter": pytest.approx(f1), "reranker": pytest.approx(f1), "answerer": pytest.approx(f1)}
+    assert env._cumulative_rewards["rewriter"] == pytest.approx(f1 - 0.5)
+    assert env.infos["rewriter"]["reward"] == pytest.approx(f1 - 0.5) and env.infos["rewriter"]["penalty"] == -0.5
+    assert env.infos["rewriter"]["team_reward"] == pytest.approx(f1) and env.infos["answerer"]["em"] == 0.0
+    sha = lambda t: hashlib.sha1(t.encode()).hexdigest()  # noqa: E731
+    assert env.infos["reranker"]["consumed"] == [{"agent": "rewriter", "turn": 0, "reply_sha1": sha(rewrite)}]
+    assert env.infos["answerer"]["consumed"] == [{"agent": "reranker", "turn": 1, "reply_sha1": sha(selection)},
+                                                 {"agent": "rewriter", "turn": 0, "reply_sha1": sha(rewrite)}]
+    assert [s["title"] for s in env.infos["answerer"]["selected"]] == [env.documents[i]["title"] for i in gold]
+    assert not env.success and all(env.truncations.values())
+
+
+def test_reranker_and_answerer_penalties():
+    q = question()
+    env = fresh(q, reranker_penalty=-0.5)  # MHGPO's appendix value
+    env.step("### " + q.hops[0].resolved + " ###")
+    env.step("Document1,Document1")
+    assert env.rewards["reranker"] == -0.5 and "repeated" in env.infos["reranker"]["parse_error"]
+    assert env.infos["reranker"]["selected"] == [1]
+    env.step(" ".join(["long"] * 40))
+    assert env.rewards["answerer"] == pytest.approx(-1.0) and env.infos["answerer"]["f1"] == 0.0
+    assert env.infos["reranker"]["reward"] == -0.5
+    with pytest.raises(ValueError, match="penalty"):
+        mass_v0.raw_env(reranker_penalty=0.5)
+
+
+def test_an_exact_answer_succeeds():
+    q = question(3, seed=2)
+    env = fresh(q)
+    env.step("### " + "; ".join(h.resolved for h in q.hops) + " ###")
+    env.step("Document0")
+    env.step(f"Answer: {q.answer}")
+    assert env.success and all(env.terminations.values()) and env.rewards["answerer"] == 1.0
+
+
+def test_single_agent_by_hand():
+    q = question()
+    env = fresh(q, mode="single", max_single_turns=2)
+    assert env.possible_agents == ["answerer"]
+    env.step(f"<search> {q.hops[0].resolved} </search>")
+    info = env.observe("answerer")["messages"][-1]["content"]
+    assert info.startswith("<information>\nDocument 0: {title: " + q.hops[0].support) and info.count("Document ") == 5
+    assert "final turn" in info and env.rewards["answerer"] == 0.0
+    env.step("I am not sure.")  # the final turn without <answer>: F1 0 and a format error
+    assert env.infos["answerer"]["parse_error"] == "no <answer> on the final turn" and all(env.truncations.values())
+
+
+def test_single_agent_answer_reward():
+    q = question()
+    env = fresh(q, mode="single")
+    env.step("hmm")
+    assert "Format error" in env.observe("answerer")["messages"][-1]["content"]
+    env.step(f"<answer> {q.answer} </answer>")
+    assert env.success and env.rewards["answerer"] == 1.0 and env.infos["answerer"]["searches"] == []
+
+
+@pytest.mark.parametrize("mode", ["mas", "single"])
+@pytest.mark.parametrize("hops", [2, 3, 4])
+def test_oracle_reaches_95_percent_exact_match_per_hop_count(mode, hops):
+    env = mass_v0.env(mode=mode, hops=hops)
+    oracle = MASSOracle()
+    results = [run_episode(env, oracle, seed=seed, split="test") for seed in range(200)]
+    assert sum(r.success for r in results) >= 0.95 * 200
+    assert sum(sum(r.parse_errors.values()) for r in results) == 0
+
+
+def test_same_seed_same_retrieval():
+    a, b = mass_v0.raw_env(), mass_v0.raw_env()
+    for env in (a, b):
+        env.reset(seed=9, options={"split": "val"})
+        env.step("### " + env.instance.hops[0].resolved + " ###")
+    assert a.observe("reranker") == b.observe("reranker")
