@@ -1,0 +1,247 @@
+"""Audit hook (PEP 578) that ends a sandboxed program at its first forbidden operation.
+
+It is the first layer, and the one that gives the "blocked" status a clear reason: reads outside
+the Python installation and the working directory, writes outside the working directory, network,
+process creation, signals to other processes, ctypes/cffi, and the introspection that could reach
+this hook's own state (gc.get_objects, sys.settrace...). A violation writes `MARK` + the reason to
+stderr and exits with `BLOCKED_EXIT` at once, so the program cannot catch it.
+
+A Python-level hook shares the interpreter with the program it watches, so it is written to give
+the program no handle on it:
+- everything it uses is bound when it is installed (closure cells), never looked up in module
+  globals or builtins at call time: the program may replace `os.path.realpath` or `builtins.any`;
+- it calls only C functions and methods of exact built-in types (path resolution is done here with
+  `os.lstat`/`os.readlink`), so no program code ever runs inside it and none of its frames can be
+  captured; a `str` subclass is copied to a plain `str` before any method is called on it;
+- any exception inside it (RecursionError, MemoryError, a bad argument) blocks.
+The kernel layers (`_landlock`, `_seccomp`) hold even if it is bypassed anyway; where Landlock is
+active, paths the hook cannot read without running program code (an `io.FileIO(PathLike)`) are
+left to the kernel, elsewhere they are blocked.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import sys
+
+BLOCKED_EXIT = 97
+MARK = "[sandbox] blocked: "
+
+_READ, _WRITE, _INSIDE, _LINK = 1, 2, 3, 4  # what a path argument needs
+_PROCESS_EVENTS = ("os.fork", "os.forkpty", "os.system", "os.exec", "os.spawn", "os.posix_spawn",
+                   "subprocess.Popen", "pty.spawn", "os.startfile")
+_INTROSPECTION_EVENTS = ("gc.get_objects", "gc.get_referrers", "gc.get_referents", "sys.settrace",
+                         "sys.setprofile", "sys._current_frames", "sys._current_exceptions",
+                         "cpython.PyInterpreterState_New", "sqlite3.enable_load_extension",
+                         "sqlite3.load_extension")
+_BLOCKED_PREFIXES = ("socket.", "ctypes.", "syslog.")
+BLOCKED_MODULES = ("ctypes", "_ctypes", "cffi", "_cffi_backend", "_xxsubinterpreters", "_xxinterpchannels",
+                   "_testcapi", "_testinternalcapi", "_testbuffer", "_testmultiphase",
+                   "readline", "_dbm", "_gdbm", "_curses", "_curses_panel", "_multiprocessing", "_posixshmem")
+"""Modules that give raw memory access or a second interpreter without this hook, or that open
+files or shared memory by name in C, where no audit event shows the path (dbm falls back to its
+pure-Python backend, multiprocessing and concurrent.futures' threads still import)."""
+_WRITE_PATH_ARGS = {  # event -> (indexes of path arguments, indexes of dir_fd arguments)
+    "os.mkdir": ((0,), (2,)), "os.rmdir": ((0,), (1,)), "os.remove": ((0,), (1,)),
+    "os.rename": ((0, 1), (2, 3)), "os.link": ((0, 1), (2, 3)), "os.chmod": ((0,), (2,)),
+    "os.chown": ((0,), (3,)), "os.utime": ((0,), (3,)), "os.truncate": ((0,), ()),
+    "os.chflags": ((0,), ()), "os.setxattr": ((0,), ()), "os.removexattr": ((0,), ()),
+}
+_READ_PATH_EVENTS = ("os.listdir", "os.scandir", "os.getxattr", "os.listxattr")
+_RULES: dict[str, tuple] = {
+    "open": ("open",), "os.chdir": ("chdir",), "os.symlink": ("symlink",), "os.kill": ("kill",),
+    "os.killpg": ("killpg",), "resource.prlimit": ("kill",), "import": ("import",),
+    "socket.__new__": ("socket",), "sqlite3.connect": ("sqlite",),
+    **{e: ("deny",) for e in _PROCESS_EVENTS + _INTROSPECTION_EVENTS},
+    **{e: ("paths", paths, fds) for e, (paths, fds) in _WRITE_PATH_ARGS.items()},
+    **{e: ("read",) for e in _READ_PATH_EVENTS},
+}
+"""event -> (what to check, details); events not here pass unless they start with a blocked prefix."""
+_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC
+_AF_UNIX = 1
+STDIO_ALIASES = frozenset(f"{d}/{fd}" for d in ("/dev/fd", "/proc/self/fd") for fd in (0, 1, 2)) | {
+    "/dev/stdin", "/dev/stdout", "/dev/stderr"}
+"""Paths of the program's own stdin/stdout/stderr pipes (`open('/dev/stdin')` is common in judged
+code); Landlock lets them through too, since pipes have no place in the file system."""
+
+
+def install(workdir: str, read_roots: list[str], deny_roots: list[str], read_files: list[str],
+            write_files: list[str], kernel_enforces_files: bool,
+            blocked_modules: tuple[str, ...] = BLOCKED_MODULES) -> None:
+    """Install the hook for a program whose working directory is `workdir` (irreversible)."""
+    rule_of = dict(_RULES).get  # a private copy: the module's dict is reachable by the program
+
+    # Bound now: the program may later replace any module attribute or builtin.
+    _type, _issubclass, _len, _str, _bytes, _int = type, issubclass, len, str, bytes, int
+    _str_copy, _bytes_copy, _decode, _encode = str.__str__, bytes.__bytes__, bytes.decode, str.encode
+    _startswith, _split, _partition, _join = str.startswith, str.split, str.partition, "/".join
+    _lstat, _readlink, _getcwd, _islink, _isdir = os.lstat, os.readlink, os.getcwd, stat.S_ISLNK, stat.S_ISDIR
+    _write, _exit, _BaseException, _OSError = os.write, os._exit, BaseException, OSError
+    workdir = os.path.realpath(workdir)
+    inside_prefix = workdir + "/"
+    read_prefixes = tuple(r.rstrip("/") + "/" for r in read_roots)
+    deny_prefixes = tuple(d.rstrip("/") + "/" for d in deny_roots)
+    readable_files, writable_files = frozenset(read_files), frozenset(write_files)
+    blocked_imports = frozenset(blocked_modules)
+    stdio_aliases = STDIO_ALIASES
+    modules_get = sys.modules.get  # the interpreter's own module dict, even if sys.modules is rebound
+    own_pids = frozenset({0, os.getpid()})
+    own_group = os.getpid()  # the child called setsid(): its process group is its pid
+    mark, blocked_exit, write_flags, af_unix, opaque = MARK, BLOCKED_EXIT, _WRITE_FLAGS, _AF_UNIX, kernel_enforces_files
+    prefixes = _BLOCKED_PREFIXES
+    need_read, need_write, need_inside, need_link = _READ, _WRITE, _INSIDE, _LINK
+    verbs = {_READ: "read", _WRITE: "write", _INSIDE: "chdir to", _LINK: "link to"}
+
+    def hook(event, args):
+        reason = None
+        try:
+            rule = rule_of(event)
+            if rule is None:
+                if not _startswith(event, prefixes):
+                    return None
+                rule = ("deny",)
+            kind = rule[0]
+            checks = []  # (path value, what it needs, directory a relative path starts from)
+            if kind == "open":
+                path, mode, flags = args
+                if _type(path) is _int:
+                    return None
+                writing = (_type(mode) is _str and ("w" in mode or "a" in mode or "x" in mode or "+" in mode)) \
+                    or (_type(flags) is _int and flags & write_flags)
+                checks.append((path, need_write if writing else need_read, None))
+            elif kind == "read":
+                path = args[0]
+                if path is None or _type(path) is _int:
+                    return None
+                checks.append((path, need_read, None))
+            elif kind == "paths":
+                relative_to = None
+                for i in rule[2]:
+                    if i < _len(args) and _type(args[i]) is _int and args[i] != -1:
+                        relative_to = False  # relative to a directory fd this hook cannot name
+                for i in rule[1]:
+                    if i < _len(args) and args[i] is not None and _type(args[i]) is not _int:
+                        checks.append((args[i], need_write, relative_to))
+            elif kind == "chdir":
+                if _type(args[0]) is not _int:
+                    checks.append((args[0], need_inside, None))
+                elif not opaque:
+                    reason = "os.fchdir"
+            elif kind == "symlink":
+                checks.append((args[1], need_write, False if _type(args[2]) is _int and args[2] != -1 else None))
+                checks.append((args[0], need_link, None))
+            elif kind == "sqlite":
+                name = args[0]
+                if not (_type(name) is _str and (name == ":memory:" or name == "")):
+                    checks.append((name, need_write, None))
+            elif kind == "kill":
+                if args[0] not in own_pids:
+                    reason = event + " of another process"
+            elif kind == "killpg":
+                if args[0] != own_group and args[0] != 0:
+                    reason = event + " of another process group"
+            elif kind == "import":
+                name = args[0]
+                if _type(name) is not _str:
+                    name = _str_copy(name)
+                top = _partition(name, ".")[0]
+                # A module set to None in sys.modules fails to import (numpy copes with that);
+                # one deleted from there to be imported for real is blocked.
+                if top in blocked_imports and modules_get(top, modules_get) is not None:
+                    reason = "import " + name
+            elif kind == "socket":
+                if args[1] != af_unix:
+                    reason = "network socket"
+            else:
+                reason = event
+
+            link_dir = None
+            for value, need, base in checks:
+                if reason is not None:
+                    break
+                t = _type(value)
+                if t is not _str:
+                    if t is _bytes or _issubclass(t, _bytes):
+                        value = _decode(_bytes_copy(value), "utf-8", "surrogateescape")
+                    elif _issubclass(t, _str):
+                        value = _str_copy(value)
+                    else:  # a path object: reading its path would run the program's code
+                        if not opaque:
+                            reason = event + " with a path object"
+                        continue
+                if value in stdio_aliases and need != need_link:  # the program's own pipes
+                    continue
+                if not _startswith(value, "/"):
+                    if base is False:  # relative to a dir_fd
+                        if not opaque:
+                            reason = event + " relative to a directory descriptor"
+                        continue
+                    if need == need_link:
+                        base = link_dir
+                    value = (base if base is not None else _getcwd()) + "/" + value
+                pending = _split(value, "/")
+                pending.reverse()
+                parts = []
+                links = 0
+                while pending:
+                    part = pending.pop()
+                    if part == "" or part == ".":
+                        continue
+                    if part == "..":
+                        if parts:
+                            parts.pop()
+                        continue
+                    parts.append(part)
+                    here = "/" + _join(parts)
+                    try:
+                        mode = _lstat(here).st_mode
+                    except _OSError:
+                        continue  # does not exist (yet): resolved as written
+                    if _islink(mode):
+                        links += 1
+                        if links > 40:
+                            reason = event + ": too many symbolic links"
+                            break
+                        target = _readlink(here)
+                        parts.pop()
+                        if _startswith(target, "/"):
+                            parts = []
+                        more = _split(target, "/")
+                        more.reverse()
+                        pending.extend(more)
+                if reason is not None:
+                    break
+                real = "/" + _join(parts)
+                probe = real + "/"
+                if need == need_write and link_dir is None:
+                    link_dir = "/" + _join(parts[:-1])  # a symlink's target is relative to its directory
+                if _startswith(probe, inside_prefix):
+                    continue
+                if need == need_write and real in writable_files:
+                    continue
+                if need == need_read and not _startswith(probe, deny_prefixes):
+                    if real in readable_files:
+                        continue
+                    if _startswith(probe, read_prefixes):
+                        if kind == "open" and not opaque:
+                            try:  # a directory fd would let os.open(..., dir_fd=) escape this check
+                                if _isdir(_lstat(real).st_mode):
+                                    reason = "open a directory outside the working directory: " + real
+                                    break
+                            except _OSError:
+                                pass
+                        continue
+                what = verbs[need]
+                reason = what + " outside the working directory: " + real
+            if reason is None:
+                return None
+        except _BaseException:
+            reason = event + " (refused: the guard could not check it)"
+        try:
+            _write(2, _encode(mark + reason + "\n", "utf-8", "backslashreplace"))
+        except _BaseException:
+            pass
+        _exit(blocked_exit)
+
+    sys.addaudithook(hook)
