@@ -28,7 +28,7 @@ demo: $(STAMP)
 	$(VENV)/bin/llm-marl play --env plan_path --agent oracle --seed 0
 
 bench: $(STAMP)
-	$(PY) benchmarks/env_throughput.py --write benchmarks.md
+	$(PY) benchmarks/throughput.py --n 200 --write benchmarks.md
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info

@@ -100,6 +100,35 @@ def table(rows: list[Row]) -> str:
     return "\n".join(lines)
 
 
+ENV_STEP_CASES = [
+    ("plan_path", {"mode": "planner"}, "#### [U, R]"),
+    ("sokoban", {"mode": "planner"}, "#### [L, D]"),
+    ("sudoku", {"mode": "planner"}, "#### [[1, 1, 1]]"),
+    ("math", {"mode": "reasoner"}, "#### \\boxed{7}"),
+]
+
+
+def env_steps_per_second(n: int) -> list[Row]:
+    """Agent steps per second of each environment (an observe + step each; resets included)."""
+    from llm_marl_envs import registry
+
+    rows = []
+    for name, kwargs, reply in ENV_STEP_CASES:
+        env = registry.make_raw(name, **kwargs)
+        steps, seed = 0, 0
+        start = time.perf_counter()
+        while steps < n:
+            env.reset(seed=seed)
+            seed += 1
+            for agent in env.agent_iter():
+                _, _, terminated, truncated, _ = env.last()
+                env.step(None if terminated or truncated else reply)
+                steps += not (terminated or truncated)
+        rows.append(Row(f"{name} env step ({', '.join(f'{k}={v}' for k, v in kwargs.items())})", steps,
+                        time.perf_counter() - start, note=f"{seed} episodes"))
+    return rows
+
+
 def measure(args: argparse.Namespace) -> tuple[list[Row], list[str]]:
     """Every measurement of this script: rows of the one table, and notes printed under it."""
     rows: list[Row] = []
@@ -114,7 +143,11 @@ def measure(args: argparse.Namespace) -> tuple[list[Row], list[str]]:
     notes.append(f"Sandbox program: `{PROGRAM}`, default limits; a warm worker is {speedup:.0f}x a fresh "
                  f"interpreter. Isolation layers active during the measurement: {layers}.")
 
-    # --- further measurements add their rows and notes here -------------------------------
+    # --- environment steps (no code execution) ------------------------------------------
+    rows += env_steps_per_second(args.n)
+    notes.append("Environment steps: reset + observe + step with a fixed well-formed reply until the episode "
+                 "ends, in each environment's single-agent variant that runs no code (planner / reasoner), so "
+                 "the rows measure the environment itself: parsing, rules, rewards, prompts.")
 
     return rows, notes
 
