@@ -113,7 +113,7 @@ def test_tool_alone_is_scored_on_its_own_answer(fresh):
     env = fresh(mode="tool")
     env.step(program("print(41)"))
     assert env.infos["tool"]["team_reward"] == 0 and env.rewards["tool"] == pytest.approx(0.3 * 0.2)
-    assert env.truncations["tool"] and not env.success
+    assert env.terminations["tool"] and not env.success  # an answer was given: the task's natural end
 
 
 # ------------------------------------------------------------------ workflow
@@ -133,7 +133,8 @@ def test_agreement_on_a_wrong_answer_ends_without_success(fresh):
     env = fresh()
     env.step(WRONG)
     env.step(program("print(41)"))
-    assert not env.success and all(env.truncations.values()) and not any(env.terminations.values())
+    # Agreement is a terminal state (same convention as code_v0), not a time limit.
+    assert not env.success and all(env.terminations.values()) and not any(env.truncations.values())
     assert env.infos["tool"]["final_answer"] == "41"
 
 
@@ -192,7 +193,7 @@ def test_single_reasoner_retries_only_when_no_answer(fresh):
     text = env.observe("reasoner")["messages"][-1]["content"]
     assert "forty-two" in text and "no usable final answer" in text and "Python Tool Agent" not in text
     env.step(WRONG)
-    assert env.turn == 2 and not env.success and all(env.truncations.values())
+    assert env.turn == 2 and not env.success and all(env.terminations.values())  # answered: a natural end
 
 
 def test_single_tool_retries_after_a_crash(fresh):

@@ -326,7 +326,6 @@ class raw_env(TextAECEnv):
         self.suite: list[TestCase] = []
         self._checks: dict[tuple[str, str], TestCheck] = {}
         self._golden: tuple[TestCase, ...] | None = None
-        self._ended_by_agreement = False
 
     def golden(self) -> tuple[TestCase, ...]:
         if self._golden is None:
@@ -464,9 +463,11 @@ class raw_env(TextAECEnv):
             "mutants_total": len(analysis.mutants) if available else 0, "suite_passed": suite_passed,
         }
         done = suite_passed or self.turn >= self.max_turns
-        self._ended_by_agreement = suite_passed
         success = done and bool(self.golden_pass) and all(self.golden_pass)
-        return Play(breakdown, None if done else "coder", success=success, parse_error=error, details=details)
+        # Agreement on the tester's suite ends the workflow: a terminal state even when the program
+        # fails the golden tests.
+        return Play(breakdown, None if done else "coder", success=success, terminated=suite_passed,
+                    parse_error=error, details=details)
 
     def _run_suite(self) -> list[TestRun]:
         """code_k on every test of the tester's suite, for the stopping rule and the mismatch history."""
@@ -477,11 +478,3 @@ class raw_env(TextAECEnv):
         return [TestRun(t, r.status, r.stdout if r.ok else r.stdout + r.stderr[-600:], passes(r, t.output))
                 for t, r in zip(self.suite, results)]
 
-    def step(self, action: str | None) -> None:
-        super().step(action)
-        # Agreement on the tester's suite ends the workflow: a terminal state even when the program
-        # fails the golden tests (the base class files unsuccessful ends under truncation).
-        if self._ended_by_agreement and self.truncations and all(self.truncations.values()):
-            for a in self.agents:
-                self.terminations[a], self.truncations[a] = True, False
-        self._ended_by_agreement = False

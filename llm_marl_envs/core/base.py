@@ -33,6 +33,10 @@ class Play:
     next_agent: str | None
     """Who acts next; None ends the episode (success or turn budget exhausted)."""
     success: bool = False
+    terminated: bool = False
+    """The episode reached a terminal state of the task (e.g. the agents agreed) even without
+    success. An ending with success or `terminated` is a termination; any other ending (the turn
+    budget ran out) is a truncation."""
     parse_error: str | None = None
     details: dict[str, Any] = field(default_factory=dict)
     """Extra, deterministic, JSON-friendly facts for `infos` (parsed action, execution status...)."""
@@ -156,7 +160,7 @@ class TextAECEnv(AECEnv):
         }
         if play.next_agent is None:
             self.success = bool(play.success)
-            ended = self.terminations if self.success else self.truncations
+            ended = self.terminations if (self.success or play.terminated) else self.truncations
             for a in self.agents:
                 ended[a] = True
                 self.infos[a]["success"] = self.success

@@ -92,8 +92,8 @@ value. (2) "step" is defined for numeric answers in the paper; here any answer t
 compare (numbers, fractions, tuples, sets, radicals, intervals) scores it. (3) The reasoner's c_tool
 is 0, so its breakdown lists fmt and step only.
 
-Termination: the episode ends on agreement or after T turns; an ending with success is a
-termination, one without is a truncation (the core's convention).
+Termination: the episode ends on agreement (a termination, whether or not the answer is right) or
+after T turns (a truncation, unless that last turn agreed or succeeded).
 `infos[agent]` holds the breakdown, `parse_error`, `turn`, `success`, the role's `answer`, the
 tool's `tool_status`, `agreed` (mode "mas", at the tool's step) and, on the last step,
 `final_answer`.
@@ -321,8 +321,9 @@ class raw_env(TextAECEnv):
         success = done and final is not None and final.correct
         if done:
             details["final_answer"] = (final.answer if final is not None else None) or ""
+        # Agreement (or a usable single-agent answer) is the task's natural end: a termination.
         return Play(breakdown, next_agent=None if done else self.possible_agents[0], success=success,
-                    parse_error=error, details=details)
+                    terminated=stop, parse_error=error, details=details)
 
     def final_answer(self) -> str | None:
         """The episode's final answer so far: the last turn's reasoner answer (tool answer in mode "tool")."""
