@@ -1,0 +1,167 @@
+"""`hf` engine: sampling with the trainer's own PEFT model (transformers forward passes, KV cache).
+
+It shares the policy set's model, so there is no weight sync: the next call samples from the
+latest adapters. The decode loop is written out here rather than calling `model.generate`, because
+`generate` adds logits processors from the model's generation config (top-k 50 by default,
+sometimes a repetition penalty) that the update would not know about -- the silent off-policy bug
+of pitfalls.md #6. Here tokens are drawn from softmax(logits / T) and the returned log-probs are
+log softmax(logits / T) of the sampled tokens: the very quantity `PolicySet.token_logprobs`
+recomputes (greedy: log softmax of the raw logits). With `top_k`/`top_p` switched on, both are
+those of the truncated, renormalised distribution actually sampled from (as vLLM's
+`processed_logprobs`); the trainer keeps them off.
+
+Requests are grouped by adapter, expanded to `n` rows each, sorted by prompt length and decoded
+in left-padded batches of at most `max_batch_size` rows; a prompt shared by `n` rows is prefilled
+once, and finished rows leave the batch.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from llm_marl.policies import temperature_logprobs
+
+from .base import Completion, GenerationRequest, GenerationResult, Message, SamplingParams
+
+
+def chat_prompt_ids(tokenizer: Any, messages: list[Message]) -> list[int]:
+    """Token ids of the chat template applied to `messages`, ending with the assistant header.
+
+    Tokenized without extra special tokens: the template already writes them (a second BOS would
+    shift the distribution away from what the model was tuned on).
+    """
+    if not getattr(tokenizer, "chat_template", None):
+        raise ValueError("the model's tokenizer has no chat template; use an instruct/chat model or set tokenizer.chat_template")
+    text = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+    return list(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+
+def stop_token_ids(tokenizer: Any, model: Any) -> set[int]:
+    """EOS ids of the tokenizer and of the model's generation config (ChatML models end turns with <|im_end|>)."""
+    ids: set[int] = set()
+    for value in (tokenizer.eos_token_id, getattr(getattr(model, "generation_config", None), "eos_token_id", None)):
+        if isinstance(value, int):
+            ids.add(value)
+        elif value is not None:
+            ids.update(int(v) for v in value)
+    return ids
+
+
+def filter_logits(scaled: torch.Tensor, top_k: int, top_p: float) -> torch.Tensor:
+    """Top-k then nucleus (top-p) truncation of temperature-scaled logits [B, V] (-inf outside)."""
+    if top_k > 0 and top_k < scaled.shape[-1]:
+        kth = torch.topk(scaled, top_k, dim=-1).values[..., -1:]
+        scaled = scaled.masked_fill(scaled < kth, float("-inf"))
+    if top_p < 1.0:
+        sorted_logits, order = torch.sort(scaled, descending=True, dim=-1)
+        cumulative = torch.softmax(sorted_logits, dim=-1).cumsum(-1)
+        drop_sorted = cumulative - torch.softmax(sorted_logits, dim=-1) >= top_p  # keep the token that crosses top_p
+        scaled = scaled.masked_fill(drop_sorted.scatter(-1, order, drop_sorted), float("-inf"))
+    return scaled
+
+
+class HFEngine:
+    """Engine over a `PolicySet`'s model. `generate` runs in eval mode without grad and restores the mode."""
+
+    def __init__(self, policy_set: Any, max_batch_size: int = 32, seed: int = 0):
+        if max_batch_size < 1:
+            raise ValueError(f"max_batch_size must be >= 1, got {max_batch_size}")
+        self.policy_set = policy_set
+        self.max_batch_size = max_batch_size
+        self._generator = torch.Generator(device=policy_set.device).manual_seed(seed)
+
+    # ------------------------------------------------------------------ Engine
+    def generate(self, requests: list[GenerationRequest], sampling: SamplingParams) -> list[GenerationResult]:
+        tokenizer, model = self.policy_set.tokenizer, self.policy_set.model
+        prompts = [chat_prompt_ids(tokenizer, r.messages) for r in requests]
+        results = [GenerationResult(request=r, prompt_ids=p, completions=[None] * r.n) for r, p in zip(requests, prompts)]  # type: ignore[list-item]
+        generator = self._generator
+        if sampling.seed is not None:
+            generator = torch.Generator(device=self.policy_set.device).manual_seed(sampling.seed)
+        by_adapter: dict[str | None, list[tuple[int, int]]] = defaultdict(list)
+        for i, r in enumerate(requests):
+            by_adapter[r.adapter].extend((i, k) for k in range(r.n))
+        stop_ids = stop_token_ids(tokenizer, model)
+        was_training = model.training
+        model.eval()
+        try:
+            with torch.no_grad():
+                for adapter in sorted(by_adapter, key=lambda a: (a is not None, a or "")):
+                    rows = sorted(by_adapter[adapter], key=lambda ik: (-len(prompts[ik[0]]), ik))
+                    for start in range(0, len(rows), self.max_batch_size):
+                        chunk = rows[start:start + self.max_batch_size]
+                        with self.policy_set.use(adapter) as peft_model:
+                            outs = self._decode(peft_model, [prompts[i] for i, _ in chunk], [i for i, _ in chunk],
+                                                sampling, generator, stop_ids)
+                        for (i, k), (ids, logprobs, finish) in zip(chunk, outs):
+                            text = tokenizer.decode(ids, skip_special_tokens=True)
+                            results[i].completions[k] = Completion(text=text, token_ids=ids, logprobs=logprobs, finish_reason=finish)
+        finally:
+            model.train(was_training)
+        return results
+
+    def sync_adapters(self) -> None:
+        """No-op: the engine samples with the trainer's model itself."""
+
+    def close(self) -> None:
+        pass
+
+    # ------------------------------------------------------------------ decoding
+    def _decode(self, model: Any, prompts: Sequence[list[int]], prompt_keys: Sequence[int], sampling: SamplingParams,
+                generator: torch.Generator, stop_ids: set[int]) -> list[tuple[list[int], list[float], str]]:
+        """Sample one completion per prompt row; rows with the same key share one prefill."""
+        device = self.policy_set.device
+        pad = self.policy_set.tokenizer.pad_token_id or 0
+        unique = list(dict.fromkeys(prompt_keys))
+        unique_prompts = [prompts[prompt_keys.index(key)] for key in unique]
+        expand = torch.tensor([unique.index(key) for key in prompt_keys], device=device)
+        width = max(len(p) for p in unique_prompts)
+        input_ids = torch.full((len(unique), width), pad, dtype=torch.long, device=device)
+        attention = torch.zeros((len(unique), width), dtype=torch.long, device=device)
+        for b, p in enumerate(unique_prompts):  # left padding: every row's next token is at the end
+            input_ids[b, width - len(p):] = torch.tensor(p, dtype=torch.long, device=device)
+            attention[b, width - len(p):] = 1
+        positions = (attention.cumsum(-1) - 1).clamp(min=0)
+        out = model(input_ids=input_ids, attention_mask=attention, position_ids=positions, use_cache=True, logits_to_keep=1)
+        cache = out.past_key_values
+        if len(unique) < len(prompts):
+            cache.batch_select_indices(expand)
+        logits = out.logits[expand, -1].float()
+        attention, next_position = attention[expand], positions[expand, -1] + 1
+
+        n_rows = len(prompts)
+        tokens: list[list[int]] = [[] for _ in range(n_rows)]
+        logprobs: list[list[float]] = [[] for _ in range(n_rows)]
+        finish = ["length"] * n_rows
+        alive = torch.arange(n_rows, device=device)  # original row of each batch row
+        stop = torch.tensor(sorted(stop_ids), dtype=torch.long, device=device)
+        for step in range(sampling.max_new_tokens):
+            if sampling.greedy:
+                sampled_logprobs = temperature_logprobs(logits, 0.0)
+                chosen = logits.argmax(-1)
+            else:
+                scaled = filter_logits(logits / sampling.temperature, sampling.top_k, sampling.top_p)
+                sampled_logprobs = torch.log_softmax(scaled, dim=-1)
+                chosen = torch.multinomial(sampled_logprobs.exp(), 1, generator=generator).squeeze(-1)
+            chosen_lp = sampled_logprobs.gather(-1, chosen.unsqueeze(-1)).squeeze(-1)
+            ended = torch.isin(chosen, stop)
+            for row, tok, lp, end in zip(alive.tolist(), chosen.tolist(), chosen_lp.tolist(), ended.tolist()):
+                tokens[row].append(tok)
+                logprobs[row].append(lp)
+                if end:
+                    finish[row] = "stop"
+            if step == sampling.max_new_tokens - 1 or bool(ended.all()):
+                break
+            if bool(ended.any()):  # finished rows leave the batch (and the KV cache)
+                keep = (~ended).nonzero().squeeze(-1)
+                cache.batch_select_indices(keep)
+                alive, chosen, attention, next_position = alive[keep], chosen[keep], attention[keep], next_position[keep]
+            attention = torch.cat([attention, torch.ones_like(attention[:, :1])], dim=1)
+            out = model(input_ids=chosen.unsqueeze(-1), attention_mask=attention, position_ids=next_position.unsqueeze(-1),
+                        past_key_values=cache, use_cache=True)
+            cache, logits, next_position = out.past_key_values, out.logits[:, -1].float(), next_position + 1
+        return list(zip(tokens, logprobs, finish))

@@ -1,0 +1,91 @@
+"""Model names -> folders that `from_pretrained` (and vLLM) can load, fully offline.
+
+A name is, in this order: a built-in (`smollm2-135m`, `tiny-random`: built once into the cache,
+see `cache_root()`), an existing local folder, or a Hugging Face id that must already be in the
+local HF cache. Hubs are unreachable on the target machines, so a missing id fails at once with
+the fix instead of hanging on network retries.
+
+    path = resolve_model("tiny-random")
+    model, tokenizer = load_model_and_tokenizer("smollm2-135m")
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from . import smollm2, tiny_random
+from .cache import CACHE_ENV, cache_root, cached_build
+
+if TYPE_CHECKING:
+    import torch
+
+__all__ = ["BUILTINS", "CACHE_ENV", "ModelNotFoundError", "cache_root", "load_model_and_tokenizer", "resolve_model"]
+
+BUILTINS: dict[str, tuple[str, Callable[[Path], None]]] = {
+    "smollm2-135m": (f"smollm2-135m-instruct-q4_1-v{smollm2.VERSION}", smollm2.build),
+    "tiny-random": (f"tiny-random-qwen2-v{tiny_random.VERSION}", tiny_random.build),
+}
+"""name -> (cache key, builder)."""
+
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
+
+
+class ModelNotFoundError(ValueError):
+    """A model name that resolves to nothing loadable; the message names the fix."""
+
+
+def resolve_model(name: str) -> str:
+    """A local folder holding the model `name` (built-in, folder, or cached Hugging Face id)."""
+    if name in BUILTINS:
+        key, build = BUILTINS[name]
+        return str(cached_build(key, build))
+    path = Path(name).expanduser()
+    if path.is_dir():
+        if not (path / "config.json").is_file():
+            raise ModelNotFoundError(f"folder {name!r} has no config.json: point --model at a Hugging Face model folder")
+        return str(path)
+    looks_local = name.startswith((".", "/", "~")) or name.count("/") > 1
+    if looks_local or not _HUB_ID.match(name):
+        raise ModelNotFoundError(f"no such model folder: {name!r}; built-ins are {', '.join(BUILTINS)}")
+    return _from_hf_cache(name)
+
+
+def _from_hf_cache(repo_id: str) -> str:
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import LocalEntryNotFoundError
+
+    try:
+        # local_files_only: never touch the network (hubs are unreachable here; retries would hang).
+        return snapshot_download(repo_id, local_files_only=True)
+    except (LocalEntryNotFoundError, FileNotFoundError, OSError) as exc:
+        raise ModelNotFoundError(
+            f"model {repo_id!r} is not in the local Hugging Face cache and model hubs are unreachable from "
+            f"this machine. Fix: download it where there is network (`hf download {repo_id}`) and copy the "
+            f"cache (~/.cache/huggingface, or $HF_HOME) here, or pass a local folder, or use a built-in "
+            f"({', '.join(BUILTINS)}). ({type(exc).__name__})"
+        ) from None
+
+
+def load_model_and_tokenizer(name: str, dtype: "torch.dtype | str" = "float32", device: str | None = None) -> tuple[Any, Any]:
+    """(causal LM in eval mode, tokenizer with a pad token) for `name`, loaded offline.
+
+    float32 by default: the CPU path (and on-policy log-prob checks) want it; pass `torch.bfloat16`
+    on a GPU.
+    """
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    path = resolve_model(name)
+    if isinstance(dtype, str):
+        dtype = getattr(torch, dtype)
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    if tokenizer.pad_token_id is None:  # padding is always masked, so any id works; EOS is customary
+        tokenizer.pad_token = tokenizer.eos_token
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
+    if device is not None:
+        model.to(device)
+    model.eval()
+    return model, tokenizer

@@ -1,0 +1,348 @@
+"""The policy set: one frozen base model plus M LoRA adapters, and the role->adapter map σ.
+
+DESIGN.md "Policy set": role-sharing (M=1, `--policy shared`), role-specialized (M=N,
+`--policy per-role`) or any grouping (`--policy "tool=a,planner=b"`) are one mechanism. AT-GRPO
+Eq. 2 routes each role's samples to policy σ(i); the reference policy for the KL term is the base
+model with adapters disabled (`PeftModel.disable_adapter()`), so no second model is held in memory.
+
+Log-probs are those of softmax(logits / temperature) -- exactly what the engines sample from --
+and only at response positions: only generated tokens are trained (MATPO; pitfalls.md #6).
+
+    policy = PolicySet.from_pretrained("tiny-random", roles=["tool", "planner"], policy="per-role")
+    lp = policy.response_logprobs(prompt_ids, response_ids, adapter="tool", temperature=1.0, grad=True)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+DEFAULT_TARGET_MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+"""Attention and MLP projections of Llama/Qwen2-style blocks; vLLM's LoRA path supports all of them."""
+SHARED_ADAPTER = "shared"
+_ADAPTER_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
+MANIFEST = "policy_set.json"
+
+
+@dataclass(frozen=True)
+class LoRAConfig:
+    """LoRA hyper-parameters shared by every adapter of a policy set."""
+
+    r: int = 16
+    """Rank of the update B·A."""
+    alpha: int = 32
+    """Scale numerator: the update is (alpha / r)·B·A."""
+    dropout: float = 0.0
+    """Dropout on the LoRA input. Non-zero makes training-mode log-probs differ from sampling ones."""
+    target_modules: tuple[str, ...] = DEFAULT_TARGET_MODULES
+    """Linear layers that get an adapter (matched by name suffix)."""
+
+    def __post_init__(self) -> None:
+        if self.r < 1 or self.alpha <= 0:
+            raise ValueError(f"LoRA needs r >= 1 and alpha > 0, got r={self.r}, alpha={self.alpha}")
+        if not 0 <= self.dropout < 1:
+            raise ValueError(f"LoRA dropout must be in [0, 1), got {self.dropout}")
+        object.__setattr__(self, "target_modules", tuple(self.target_modules))
+
+    def to_peft(self) -> Any:
+        from peft import LoraConfig
+
+        return LoraConfig(r=self.r, lora_alpha=self.alpha, lora_dropout=self.dropout,
+                          target_modules=list(self.target_modules), bias="none", task_type="CAUSAL_LM")
+
+
+def parse_policy(spec: str, roles: Sequence[str] | None = None) -> dict[str, str]:
+    """σ from a `--policy` string: `shared`, `per-role`, or an explicit `role=adapter,...` map.
+
+    `roles` are the environment's roles; `per-role` needs them, and an explicit map must cover
+    exactly them. `shared` with no roles gives {} (every role falls back to the shared adapter).
+    """
+    spec = spec.strip()
+    roles = list(roles) if roles is not None else None
+    if spec == "shared":
+        return {role: SHARED_ADAPTER for role in roles or ()}
+    if spec == "per-role":
+        if not roles:
+            raise ValueError("--policy per-role needs the environment's roles; pass roles=env.possible_agents")
+        sigma = {role: role for role in roles}
+    elif "=" in spec:
+        sigma = {}
+        for pair in spec.split(","):
+            role, sep, adapter = (part.strip() for part in pair.partition("="))
+            if not sep or not role or not adapter:
+                raise ValueError(f"bad --policy entry {pair!r}: write role=adapter pairs separated by commas, e.g. 'tool=a,planner=b'")
+            if role in sigma:
+                raise ValueError(f"--policy maps role {role!r} twice; give each role one adapter")
+            sigma[role] = adapter
+        if roles is not None:
+            missing, unknown = sorted(set(roles) - set(sigma)), sorted(set(sigma) - set(roles))
+            if missing or unknown:
+                raise ValueError(f"--policy {spec!r} must map exactly the roles {roles}: "
+                                 f"missing {missing}, unknown {unknown}")
+    else:
+        raise ValueError(f"unknown --policy {spec!r}: use 'shared', 'per-role', or an explicit map like 'tool=a,planner=b'")
+    for adapter in sigma.values():
+        if not _ADAPTER_NAME.match(adapter):
+            raise ValueError(f"adapter name {adapter!r} must be letters, digits, '_' or '-' (PEFT module keys cannot hold '.')")
+    return sigma
+
+
+def set_deterministic(enabled: bool = True, seed: int | None = None) -> None:
+    """Deterministic torch kernels (and, with `seed`, a seeded torch RNG for dropout).
+
+    A resumed run can only equal an uninterrupted one if every kernel is deterministic; on CUDA
+    cuBLAS also needs a fixed workspace (set before its first use).
+    """
+    if enabled:
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    torch.use_deterministic_algorithms(enabled)
+    torch.backends.cudnn.deterministic = enabled
+    torch.backends.cudnn.benchmark = not enabled
+    if seed is not None:
+        torch.manual_seed(seed)
+
+
+@dataclass
+class PolicySet:
+    """A PEFT model holding every adapter, its tokenizer, and σ.
+
+    Build it with `from_pretrained` (or `build` from a loaded model). `model` is a `PeftModel`;
+    its base weights are frozen, each adapter's LoRA weights are trained by their own optimizer.
+    """
+
+    model: Any
+    tokenizer: Any
+    sigma: dict[str, str]
+    adapters: tuple[str, ...]
+    lora: LoRAConfig = field(default_factory=LoRAConfig)
+    default_adapter: str | None = None
+    """Adapter of roles σ does not list (the shared adapter under `--policy shared`), else None."""
+    model_path: str | None = None
+    """Folder of the base model (what vLLM loads), when known."""
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def from_pretrained(cls, model: str, roles: Sequence[str] | None = None, policy: str = "shared",
+                        lora: LoRAConfig | None = None, dtype: torch.dtype | str = "float32",
+                        device: str | None = None, seed: int = 0) -> PolicySet:
+        """Load `model` (see `llm_marl.models.resolve_model`) and attach one adapter per σ target."""
+        from llm_marl.models import load_model_and_tokenizer, resolve_model
+
+        path = resolve_model(model)
+        base, tokenizer = load_model_and_tokenizer(path, dtype=dtype, device=device)
+        return cls.build(base, tokenizer, parse_policy(policy, roles), lora=lora, seed=seed,
+                         default_adapter=SHARED_ADAPTER if policy.strip() == "shared" else None, model_path=path)
+
+    @classmethod
+    def build(cls, base: Any, tokenizer: Any, sigma: Mapping[str, str], lora: LoRAConfig | None = None, seed: int = 0,
+              default_adapter: str | None = None, model_path: str | None = None) -> PolicySet:
+        """Wrap a loaded causal LM with PEFT: one LoRA adapter per distinct value of σ.
+
+        LoRA A matrices are drawn under `seed` without touching the caller's global RNG (B starts
+        at zero, so every adapter starts as the base model).
+        """
+        from peft import get_peft_model
+
+        lora = lora or LoRAConfig()
+        adapters = tuple(dict.fromkeys([*sigma.values(), *([default_adapter] if default_adapter else [])]))
+        if not adapters:
+            raise ValueError("the policy set needs at least one adapter: give roles or use --policy shared")
+        for p in base.parameters():
+            p.requires_grad_(False)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            model = get_peft_model(base, lora.to_peft(), adapter_name=adapters[0])
+            for name in adapters[1:]:
+                model.add_adapter(name, lora.to_peft())
+        for name, p in model.named_parameters():
+            p.requires_grad_(_adapter_of(name) is not None)
+        return cls(model=model, tokenizer=tokenizer, sigma=dict(sigma), adapters=adapters, lora=lora,
+                   default_adapter=default_adapter, model_path=model_path or getattr(base, "name_or_path", None))
+
+    # ------------------------------------------------------------------ σ and adapters
+    def adapter_for(self, role: str) -> str:
+        """σ(role)."""
+        adapter = self.sigma.get(role, self.default_adapter)
+        if adapter is None:
+            raise ValueError(f"role {role!r} has no adapter in σ {self.sigma}; add it to --policy (e.g. '{role}=<adapter>')")
+        return adapter
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    @contextlib.contextmanager
+    def use(self, adapter: str | None) -> Iterator[Any]:
+        """Run the model as policy `adapter` (None: the base model, adapters disabled)."""
+        if adapter is None:
+            with self.model.disable_adapter():
+                yield self.model
+            return
+        if adapter not in self.adapters:
+            raise ValueError(f"unknown adapter {adapter!r}; this policy set has {list(self.adapters)}")
+        if self.model.active_adapter != adapter:
+            self.model.set_adapter(adapter)
+            # PEFT freezes inactive adapters on switch; keep every adapter trainable so that each
+            # optimizer always sees its own parameters (only the active one gets gradients).
+            for name, p in self.model.named_parameters():
+                if _adapter_of(name) is not None:
+                    p.requires_grad_(True)
+        yield self.model
+
+    def trainable_parameters(self, adapter: str) -> list[torch.nn.Parameter]:
+        """The LoRA parameters of `adapter` only: one optimizer per adapter (AT-GRPO Eq. 3)."""
+        if adapter not in self.adapters:
+            raise ValueError(f"unknown adapter {adapter!r}; this policy set has {list(self.adapters)}")
+        return [p for name, p in self.model.named_parameters() if _adapter_of(name) == adapter]
+
+    # ------------------------------------------------------------------ log-probs
+    def token_logprobs(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, response_mask: torch.Tensor,
+                       adapter: str | None, temperature: float = 1.0, grad: bool = False) -> torch.Tensor:
+        """log π(input_ids[b, t] | input_ids[b, :t]) at every position with response_mask 1, else 0. [B, L] float32.
+
+        The distribution is softmax(logits / temperature) (temperature 0: softmax(logits), the
+        greedy convention), as in the engines. Position ids come from the attention mask, so left-
+        and right-padded batches agree. Only response positions go through the LM head, which keeps
+        memory at (#response tokens × vocab) instead of (B × L × vocab).
+        """
+        input_ids = input_ids.to(self.device)
+        attention_mask = attention_mask.to(self.device)
+        select = response_mask.to(self.device).bool()
+        if select[:, 0].any():
+            raise ValueError("the first position cannot be a response token: it has no prefix to condition on")
+        position_ids = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
+        with self.use(adapter) as model, torch.set_grad_enabled(grad):
+            causal_lm = model.get_base_model()
+            hidden = causal_lm.get_decoder()(input_ids=input_ids, attention_mask=attention_mask,
+                                             position_ids=position_ids, use_cache=False).last_hidden_state
+            target_mask = select[:, 1:]
+            logits = self.head_logits(hidden[:, :-1][target_mask])  # predicts the token one position later
+            logprobs = temperature_logprobs(logits, temperature).gather(-1, input_ids[:, 1:][target_mask].unsqueeze(-1)).squeeze(-1)
+            out = torch.zeros(input_ids.shape, dtype=torch.float32, device=self.device)
+            out = out.masked_scatter(torch.nn.functional.pad(target_mask, (1, 0)), logprobs.float())
+        return out
+
+    def head_logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        """LM-head logits of final hidden states, with the model's logit soft-capping if it has one."""
+        causal_lm = self.model.get_base_model()
+        logits = causal_lm.get_output_embeddings()(hidden).float()
+        cap = getattr(causal_lm.config, "final_logit_softcapping", None)
+        return torch.tanh(logits / cap) * cap if cap else logits
+
+    def response_logprobs(self, prompt_ids: Sequence[Sequence[int]], response_ids: torch.Tensor | Sequence[Sequence[int]],
+                          adapter: str | None, temperature: float = 1.0, grad: bool = False,
+                          response_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """Log-probs [B, T] of each response token given its prompt, aligned with `response_ids`.
+
+        The layout of `llm_marl.rollout.collate`: prompts as lists, responses right-padded [B, T]
+        with `response_mask` (1 on generated tokens; other response tokens, e.g. tool output, are
+        context only and get 0). Lists of response ids need no mask.
+        """
+        if not torch.is_tensor(response_ids):
+            rows = [list(r) for r in response_ids]
+            width = max((len(r) for r in rows), default=0)
+            response_mask = torch.tensor([[1.0] * len(r) + [0.0] * (width - len(r)) for r in rows]).reshape(len(rows), width)
+            response_ids = torch.tensor([r + [0] * (width - len(r)) for r in rows], dtype=torch.long).reshape(len(rows), width)
+        elif response_mask is None:
+            raise ValueError("a padded response_ids tensor needs its response_mask")
+        B, T = response_ids.shape
+        if len(prompt_ids) != B:
+            raise ValueError(f"{len(prompt_ids)} prompts for {B} responses")
+        mask = response_mask.bool().cpu()
+        # Keep every response token up to the last generated one as context.
+        ends = torch.where(mask.any(1), T - mask.flip(1).int().argmax(1), torch.zeros(B, dtype=torch.long))
+        starts = torch.tensor([len(p) for p in prompt_ids], dtype=torch.long)
+        width = int((starts + ends).max()) if B else 0
+        pad = self.tokenizer.pad_token_id or 0
+        ids = torch.full((B, width), pad, dtype=torch.long)
+        attn = torch.zeros((B, width), dtype=torch.long)
+        resp = torch.zeros((B, width), dtype=torch.bool)
+        for b in range(B):
+            p, e = int(starts[b]), int(ends[b])
+            ids[b, :p] = torch.tensor(list(prompt_ids[b]), dtype=torch.long)
+            ids[b, p:p + e] = response_ids[b, :e].cpu()
+            attn[b, :p + e] = 1
+            resp[b, p:p + e] = mask[b, :e]
+        full = self.token_logprobs(ids, attn, resp, adapter, temperature, grad)
+        index = (starts.unsqueeze(1) + torch.arange(T)).clamp(max=max(width - 1, 0)).to(full.device)
+        return full.gather(1, index) * mask.to(full.device)
+
+    def reference_logprobs(self, prompt_ids: Sequence[Sequence[int]], response_ids: torch.Tensor | Sequence[Sequence[int]],
+                           temperature: float = 1.0, response_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """`response_logprobs` under the reference policy: the base model with adapters disabled, no grad."""
+        return self.response_logprobs(prompt_ids, response_ids, None, temperature, grad=False, response_mask=response_mask)
+
+    # ------------------------------------------------------------------ persistence
+    def save(self, directory: str | Path) -> Path:
+        """Write every adapter in PEFT format (`<dir>/<adapter>/adapter_model.safetensors` +
+        `adapter_config.json`, loadable by PEFT and by vLLM's `LoRARequest`) and σ in `policy_set.json`."""
+        from peft.utils import get_peft_model_state_dict
+        from safetensors.torch import save_file
+
+        directory = Path(directory)
+        for name in self.adapters:
+            target = directory / name
+            target.mkdir(parents=True, exist_ok=True)
+            state = get_peft_model_state_dict(self.model, adapter_name=name)
+            save_file({k: v.detach().cpu().contiguous() for k, v in state.items()}, target / "adapter_model.safetensors",
+                      metadata={"format": "pt"})
+            config = self.model.peft_config[name]
+            config.base_model_name_or_path = self.model_path
+            config.save_pretrained(target)
+        manifest = {"adapters": list(self.adapters), "sigma": self.sigma, "default_adapter": self.default_adapter,
+                    "lora": asdict(self.lora), "base_model": self.model_path}
+        (directory / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
+        return directory
+
+    def load(self, directory: str | Path) -> None:
+        """Load every adapter saved by `save` (adding adapters this set lacks) and adopt the saved σ."""
+        from peft import LoraConfig
+        from peft.utils import set_peft_model_state_dict
+        from safetensors.torch import load_file
+
+        directory = Path(directory)
+        manifest_path = directory / MANIFEST
+        if not manifest_path.is_file():
+            raise FileNotFoundError(f"{manifest_path} not found: point at a folder written by PolicySet.save")
+        manifest = json.loads(manifest_path.read_text())
+        for name in manifest["adapters"]:
+            if name not in self.model.peft_config:
+                with torch.random.fork_rng(devices=[]):
+                    self.model.add_adapter(name, LoraConfig.from_pretrained(str(directory / name)))
+            state = load_file(str(directory / name / "adapter_model.safetensors"), device=str(self.device))
+            result = set_peft_model_state_dict(self.model, state, adapter_name=name)
+            unexpected = [k for k in getattr(result, "unexpected_keys", []) if "lora_" in k]
+            if unexpected:
+                raise ValueError(f"adapter {name!r} in {directory} does not fit this model: unexpected {unexpected[:3]}")
+        self.adapters = tuple(dict.fromkeys([*self.adapters, *manifest["adapters"]]))
+        self.sigma = dict(manifest["sigma"])
+        self.default_adapter = manifest.get("default_adapter")
+        for name, p in self.model.named_parameters():
+            p.requires_grad_(_adapter_of(name) is not None)
+
+    def set_deterministic(self, enabled: bool = True, seed: int | None = None) -> None:
+        """See `set_deterministic`."""
+        set_deterministic(enabled, seed)
+
+
+def _adapter_of(param_name: str) -> str | None:
+    """Adapter name of a LoRA parameter (`...q_proj.lora_A.<adapter>.weight`), else None."""
+    parts = param_name.split(".")
+    for i, part in enumerate(parts[:-1]):
+        if part.startswith("lora_"):
+            return parts[i + 1]
+    return None
+
+
+def temperature_logprobs(logits: torch.Tensor, temperature: float) -> torch.Tensor:
+    """log softmax(logits / T); T = 0 (greedy) uses the raw logits."""
+    logits = logits.float()
+    return torch.log_softmax(logits / temperature if temperature > 0 else logits, dim=-1)

@@ -1,0 +1,233 @@
+"""Engines: registry, scripted, hf (the on-policy guarantee), and the OpenAI-compatible api engine."""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+import torch
+
+from llm_marl.engines import ENGINES, Engine, GenerationRequest, SamplingParams, make_engine
+from llm_marl.engines.api import APIEngine, APIError
+from llm_marl.engines.hf import HFEngine, filter_logits
+from llm_marl.engines.scripted import ScriptedEngine
+from llm_marl.policies import LoRAConfig, PolicySet
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_torch_thread():
+    """Tiny models run fastest on one thread; on a busy 2-core machine two threads spin-wait (~14x slower matmuls)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def chat(text: str) -> list[dict[str, str]]:
+    return [{"role": "system", "content": "You are the planner."}, {"role": "user", "content": text}]
+
+
+@pytest.fixture(scope="module")
+def policy() -> PolicySet:
+    ps = PolicySet.from_pretrained("tiny-random", roles=["tool", "planner"], policy="per-role", lora=LoRAConfig(r=4, alpha=8))
+    g = torch.Generator().manual_seed(0)
+    with torch.no_grad():  # distinct adapters (B starts at zero, i.e. equal to the base)
+        for name, p in ps.model.named_parameters():
+            if "lora_B" in name:
+                p.copy_(torch.randn(p.shape, generator=g) * 0.3)
+    return ps
+
+
+REQUESTS = [
+    GenerationRequest(chat("Move to the goal."), adapter="tool", n=2, tag="a"),
+    GenerationRequest(chat("Grid:\n#..@\n.$.G\nYour move?"), adapter="planner", n=3, tag="b"),
+    GenerationRequest(chat("Base model, please."), adapter=None, n=1, tag="c"),
+    GenerationRequest(chat("Another tool prompt that is a good deal longer than the others."), adapter="tool", n=1, tag="d"),
+]
+
+
+# ---------------------------------------------------------------------------------------- registry
+def test_registry_builds_engines_and_rejects_unknown_names():
+    assert set(ENGINES) == {"hf", "vllm", "api", "scripted"}
+    engine = make_engine("scripted", lambda request, k: "hi")
+    assert isinstance(engine, Engine)
+    with pytest.raises(ValueError, match="unknown engine 'sglang'.*hf, vllm, api, scripted"):
+        make_engine("sglang")
+
+
+# ---------------------------------------------------------------------------------------- scripted
+def test_scripted_engine_replies_and_records_calls():
+    engine = ScriptedEngine(lambda request, k: f"{request.tag}{k}" if request.tag != "empty" else "")
+    requests = [GenerationRequest(chat("x"), n=2, tag="q"), GenerationRequest(chat("y"), tag="empty")]
+    out = engine.generate(requests, SamplingParams())
+    assert [c.text for c in out[0].completions] == ["q0", "q1"]
+    assert out[0].completions[0].token_ids == [ord("q"), ord("0")]
+    assert out[0].completions[0].logprobs == [0.0, 0.0]
+    assert out[1].completions[0].token_ids == [0]  # an empty reply still ends with one (EOS) token
+    assert out[0].request is requests[0] and engine.calls == [requests]
+
+
+def test_scripted_engine_with_a_tokenizer(policy):
+    tok = policy.tokenizer
+    engine = ScriptedEngine(lambda request, k: "#### U", tokenizer=tok)
+    out = engine.generate([GenerationRequest(chat("x"))], SamplingParams())[0]
+    assert tok.decode(out.completions[0].token_ids) == "#### U"
+    assert tok.decode(out.prompt_ids).endswith("<|im_start|>assistant\n")
+    assert len(out.completions[0].logprobs) == len(out.completions[0].token_ids)
+
+
+# -------------------------------------------------------------------------------------------- hf
+def _assert_on_policy(policy: PolicySet, results, temperature: float) -> None:
+    """The engine's log-probs are the policy's own: recomputed by a forward pass they agree."""
+    for result in results:
+        for c in result.completions:
+            assert len(c.token_ids) == len(c.logprobs) >= 1
+            lp = policy.response_logprobs([result.prompt_ids], [c.token_ids], result.request.adapter, temperature)[0]
+            torch.testing.assert_close(lp, torch.tensor(c.logprobs), atol=1e-4, rtol=0)
+
+
+@pytest.mark.parametrize("temperature", [1.0, 0.7, 0.0])
+def test_hf_logprobs_equal_recomputed_policy_logprobs(policy, temperature):
+    engine = HFEngine(policy, max_batch_size=3)
+    results = engine.generate(REQUESTS, SamplingParams(temperature=temperature, max_new_tokens=16, seed=1))
+    assert [r.request.tag for r in results] == ["a", "b", "c", "d"]
+    assert [len(r.completions) for r in results] == [2, 3, 1, 1]
+    _assert_on_policy(policy, results, temperature)
+    for r in results:  # the prompt is the chat template with the assistant header, tokens exactly
+        text = policy.tokenizer.apply_chat_template(r.request.messages, add_generation_prompt=True, tokenize=False)
+        assert r.prompt_ids == policy.tokenizer(text, add_special_tokens=False)["input_ids"]
+        assert text.endswith("<|im_start|>assistant\n")
+
+
+def test_hf_sampling_is_reproducible_and_samples_differ(policy):
+    engine = HFEngine(policy)
+    params = SamplingParams(temperature=1.0, max_new_tokens=12, seed=7)
+    first = engine.generate(REQUESTS, params)
+    again = engine.generate(REQUESTS, params)
+    other = engine.generate(REQUESTS, SamplingParams(temperature=1.0, max_new_tokens=12, seed=8))
+    ids = lambda results: [c.token_ids for r in results for c in r.completions]  # noqa: E731
+    assert ids(first) == ids(again) and ids(first) != ids(other)
+    assert len({tuple(c.token_ids) for c in first[1].completions}) == 3  # n samples of one prompt differ
+
+
+def test_hf_greedy_is_deterministic_and_batch_size_independent(policy):
+    params = SamplingParams(temperature=0.0, max_new_tokens=12)
+    one = HFEngine(policy, max_batch_size=1).generate(REQUESTS, params)
+    many = HFEngine(policy, max_batch_size=16).generate(REQUESTS, params)
+    assert [c.token_ids for r in one for c in r.completions] == [c.token_ids for r in many for c in r.completions]
+    assert one[0].completions[0].token_ids == one[0].completions[1].token_ids
+
+
+def test_hf_stops_at_eos_and_hides_special_tokens(policy):
+    """Bias the LM head towards EOS (in generation and in the recomputation alike)."""
+    tok = policy.tokenizer
+    head = policy.model.get_base_model().get_output_embeddings()
+    bias = torch.zeros(len(tok))
+    bias[tok.eos_token_id] = 8.0
+    handle = head.register_forward_hook(lambda module, args, out: out + bias)
+    try:
+        results = HFEngine(policy).generate(REQUESTS, SamplingParams(temperature=1.0, max_new_tokens=64, seed=0))
+        stopped = [c for r in results for c in r.completions if c.finish_reason == "stop"]
+        assert len(stopped) >= 5
+        for c in stopped:
+            assert c.token_ids[-1] == tok.eos_token_id and tok.eos_token_id not in c.token_ids[:-1]
+            assert "<|im_end|>" not in c.text and c.text == tok.decode(c.token_ids[:-1], skip_special_tokens=True)
+        _assert_on_policy(policy, results, 1.0)
+    finally:
+        handle.remove()
+    lengths = [c for r in results for c in r.completions if c.finish_reason == "length"]
+    assert all(len(c.token_ids) == 64 for c in lengths)
+
+
+def test_hf_restores_train_mode_and_records_no_grad(policy):
+    policy.model.train()
+    try:
+        HFEngine(policy).generate(REQUESTS[:1], SamplingParams(temperature=1.0, max_new_tokens=4, seed=0))
+        assert policy.model.training
+        assert all(p.grad is None for p in policy.trainable_parameters("tool"))
+    finally:
+        policy.model.eval()
+
+
+def test_top_k_one_is_greedy(policy):
+    engine = make_engine("hf", policy)
+    greedy = engine.generate(REQUESTS[:2], SamplingParams(temperature=0.0, max_new_tokens=8))
+    top1 = engine.generate(REQUESTS[:2], SamplingParams(temperature=1.0, top_k=1, max_new_tokens=8, seed=3))
+    assert [c.token_ids for r in greedy for c in r.completions] == [c.token_ids for r in top1 for c in r.completions]
+    assert all(lp == pytest.approx(0.0, abs=1e-6) for r in top1 for c in r.completions for lp in c.logprobs)
+
+
+def test_filter_logits_top_p_keeps_the_smallest_nucleus():
+    logits = torch.log(torch.tensor([[0.5, 0.3, 0.15, 0.05]]))
+    kept = torch.isfinite(filter_logits(logits, top_k=-1, top_p=0.7))
+    assert kept.tolist() == [[True, True, False, False]]
+    kept = torch.isfinite(filter_logits(logits, top_k=3, top_p=1.0))
+    assert kept.tolist() == [[True, True, True, False]]
+
+
+# ------------------------------------------------------------------------------------------- api
+class _ChatServer(BaseHTTPRequestHandler):
+    """A fake OpenAI-compatible server that returns ONE choice per call, whatever `n` asks."""
+
+    bodies: list[dict] = []
+
+    def do_POST(self):  # noqa: N802 (http.server API)
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        type(self).bodies.append({**body, "auth": self.headers.get("Authorization")})
+        if body["model"] == "broken":
+            self.send_response(500)
+            self.end_headers()
+            self.wfile.write(b"model exploded")
+            return
+        last = body["messages"][-1]["content"]
+        choice = {"index": 0, "message": {"role": "assistant", "content": f"echo {last} #{len(type(self).bodies)}"},
+                  "finish_reason": "length" if body["max_tokens"] < 5 else "stop"}
+        if body.get("logprobs"):
+            choice["logprobs"] = {"content": [{"token": "echo", "logprob": -0.5}, {"token": " x", "logprob": -1.25}]}
+        data = json.dumps({"choices": [choice]}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def server():
+    _ChatServer.bodies = []
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _ChatServer)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}/v1"
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def test_api_engine_against_a_local_server(server):
+    engine = make_engine("api", base_url=server, model="m", api_key="k", request_logprobs=True, max_concurrency=1)
+    requests = [GenerationRequest(chat("hello"), n=3, tag=1), GenerationRequest(chat("bye"), tag=2)]
+    results = engine.generate(requests, SamplingParams(temperature=0.5, max_new_tokens=32, seed=4))
+    assert [len(r.completions) for r in results] == [3, 1]
+    assert [c.text for c in results[0].completions] == ["echo hello #1", "echo hello #2", "echo hello #3"]
+    c = results[1].completions[0]
+    assert c.token_ids == [] and c.logprobs == [-0.5, -1.25] and c.finish_reason == "stop"
+    first = _ChatServer.bodies[0]
+    assert first["model"] == "m" and first["n"] == 3 and first["temperature"] == 0.5 and first["max_tokens"] == 32
+    assert first["messages"] == requests[0].messages and first["auth"] == "Bearer k" and "top_k" not in first
+    assert [b["n"] for b in _ChatServer.bodies[:3]] == [3, 2, 1]  # asked again for the missing samples
+    short = engine.generate(requests[1:], SamplingParams(max_new_tokens=2))[0].completions[0]
+    assert short.finish_reason == "length"
+
+
+def test_api_engine_errors_name_the_problem(server):
+    with pytest.raises(ValueError, match="no LoRA adapters"):
+        APIEngine(server, "m").generate([GenerationRequest(chat("x"), adapter="tool")], SamplingParams())
+    with pytest.raises(APIError, match="HTTP 500: model exploded"):
+        APIEngine(server, "broken").generate([GenerationRequest(chat("x"))], SamplingParams())
+    with pytest.raises(APIError, match="cannot reach .* start the server or fix --base-url"):
+        APIEngine("http://127.0.0.1:9/v1", "m", timeout_s=2).generate([GenerationRequest(chat("x"))], SamplingParams())
