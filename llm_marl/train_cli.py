@@ -79,7 +79,10 @@ def cmd_train(args: argparse.Namespace) -> int:
             run=from_args(RunConfig, args, base.get("run")),
             algo=from_args(algo_cls, args, base.get("algo")),
         )
-        config.env_kwargs()  # unknown env / variant errors surface before the model loads
+        from llm_marl_envs.registry import get as get_env
+
+        get_env(config.run.env)  # unknown env / variant errors surface before the model loads
+        config.env_kwargs()
     except (ValueError, TypeError) as exc:
         raise UserError(str(exc)) from None
     run = train(config, resume=args.resume, log=lambda msg: print(msg, file=sys.stderr))
@@ -112,6 +115,24 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
+def load_policy(model: str, roles: list[str], policy: str = "shared", adapters: str | Path | None = None, seed: int = 0) -> Any:
+    """The policy set of `model`; with `adapters` (a folder written by `PolicySet.save`), built with
+    the saved LoRA shape and loaded with the saved weights and σ."""
+    from llm_marl.policies import MANIFEST, LoRAConfig, PolicySet
+
+    lora = None
+    if adapters is not None:
+        manifest = Path(adapters) / MANIFEST
+        if not manifest.is_file():
+            raise FileNotFoundError(f"{manifest} not found: --adapters takes RUN_DIR/adapters or a checkpoint's adapters folder")
+        saved = json.loads(manifest.read_text())
+        lora = LoRAConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in saved["lora"].items()})
+    loaded = PolicySet.from_pretrained(model, roles=roles, policy=policy, lora=lora, seed=seed)
+    if adapters is not None:
+        loaded.load(adapters)
+    return loaded
+
+
 def _eval_engine(args: argparse.Namespace, env_kwargs: dict[str, Any], user_error: type[Exception]) -> tuple[Any, Any]:
     from llm_marl.engines import make_engine
     from llm_marl_envs.registry import make_raw
@@ -120,13 +141,9 @@ def _eval_engine(args: argparse.Namespace, env_kwargs: dict[str, Any], user_erro
         if not args.base_url:
             raise user_error("--engine api needs --base-url (an OpenAI-compatible endpoint) and --model (its model name)")
         return make_engine("api", base_url=args.base_url, model=args.model), None
-    from llm_marl.policies import PolicySet
-
     try:
         roles = list(make_raw(args.env, **env_kwargs).possible_agents)
-        policy = PolicySet.from_pretrained(args.model, roles=roles, policy=args.policy, seed=args.seed)
-        if args.adapters:
-            policy.load(args.adapters)
+        policy = load_policy(args.model, roles, policy=args.policy, adapters=args.adapters, seed=args.seed)
     except (ValueError, FileNotFoundError, TypeError) as exc:
         raise user_error(str(exc)) from None
     engine = make_engine("hf", policy, seed=args.seed) if args.engine == "hf" else make_engine("vllm", policy_set=policy)
