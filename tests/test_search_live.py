@@ -98,6 +98,7 @@ def test_fails_fast_with_a_clear_message_without_network(monkeypatch):
 def test_a_hanging_network_is_cut_short(monkeypatch):
     def hang(*args, **kwargs):
         time.sleep(30)
+        raise OSError("timed out")  # what a real connect does after hanging (the probe thread outlives the test)
 
     monkeypatch.setattr(socket, "create_connection", hang)
     start = time.monotonic()

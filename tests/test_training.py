@@ -83,7 +83,7 @@ def test_base_weights_stay_frozen(tiny_model, tmp_path):
     run = train(config(tiny_model, tmp_path, "grpo", G=4), log=lambda *_: None)
     fresh = PolicySet.from_pretrained(tiny_model, roles=["planner"], policy="shared")
     trained = load_policy(tiny_model, ["planner"], adapters=run.path / "adapters")
-    assert any(float(p.abs().sum()) > 0 for n, p in trained.model.named_parameters() if "lora_B" in n)
+    assert any(float(p.detach().abs().sum()) > 0 for n, p in trained.model.named_parameters() if "lora_B" in n)
     base = {n: p for n, p in fresh.model.named_parameters() if "lora_" not in n}
     for name, p in trained.model.named_parameters():
         if "lora_" not in name:
