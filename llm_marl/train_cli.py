@@ -81,8 +81,11 @@ def cmd_train(args: argparse.Namespace) -> int:
         )
         from llm_marl_envs.registry import get as get_env
 
-        get_env(config.run.env)  # unknown env / variant errors surface before the model loads
+        get_env(config.run.env)  # unknown env / variant / model errors surface before anything loads
         config.env_kwargs()
+        from llm_marl.models import resolve_model
+
+        resolve_model(config.model.model)
     except (ValueError, TypeError) as exc:
         raise UserError(str(exc)) from None
     run = train(config, resume=args.resume, log=lambda msg: print(msg, file=sys.stderr))

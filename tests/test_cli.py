@@ -33,9 +33,9 @@ def test_play_oracle_renders_and_solves(capsys):
     assert "A" in out and "=== episode over: success ===" in out
 
 
-@pytest.mark.parametrize("agent", ["random", "garbage"])
-def test_play_other_agents(capsys, agent):
-    assert main(["play", "--env", "plan_path", "--agent", agent, "--seed", "3", "--quiet"]) == 0
+@pytest.mark.parametrize("env,agent", [("plan_path", "random"), ("plan_path", "garbage"), ("sokoban", "garbage")])
+def test_play_other_agents(capsys, env, agent):
+    assert main(["play", "--env", env, "--agent", agent, "--seed", "3", "--quiet"]) == 0
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert summary["agent"] == agent
 

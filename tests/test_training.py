@@ -146,6 +146,19 @@ def test_eval_reports_success_and_rewards(tiny_model, tmp_path):
 def test_train_user_errors(capsys):
     from llm_marl.cli import main
 
+    # The README's GPU command: here the hub is unreachable, so it must fail at once, naming the fix.
+    assert main(["train", "--algo", "at-grpo", "--env", "plan_path", "--model", "Qwen/Qwen3-1.7B", "--engine", "vllm",
+                 "--policy", "per-role", "--steps", "150", "--envs-per-step", "32", "--max-new-tokens", "4096",
+                 "--env-arg", "height=10", "--env-arg", "width=10"]) == 2
+    err = capsys.readouterr().err
+    assert "Qwen/Qwen3-1.7B" in err and "Traceback" not in err
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(["train", "--algo", "at-grpo", "--help"])
+    assert exit_info.value.code == 0
+    out = capsys.readouterr().out
+    assert "--K K" in out and "--policy POLICY" in out and "'plan_path'" in out
+
     assert main(["train", "--env", "chess"]) == 2
     assert "unknown environment" in capsys.readouterr().err
     assert main(["train", "--algo", "at-grpo", "--K", "1"]) == 2
