@@ -39,7 +39,7 @@ class ModelConfig:
 @dataclass
 class SamplingConfig:
     temperature: float = opt(1.0, "rollout temperature; the update assumes exactly this distribution (top-p/top-k off)")
-    max_new_tokens: int = opt(128, "longest reply, in tokens (the quick CPU default; the papers use up to 4096)")
+    max_new_tokens: int = opt(96, "longest reply, in tokens (the quick CPU default; the papers use up to 4096)")
 
     def __post_init__(self) -> None:
         if self.temperature <= 0:
@@ -83,8 +83,8 @@ class RunConfig:
     env: str = opt("plan_path", "environment (see `llm-marl envs`)")
     env_args: dict = opt({}, "environment option KEY=VALUE (repeatable); unset: a small quick configuration of the env", flag="--env-arg")
     algo: str = opt("at-grpo", "algorithm: grpo, at-grpo, matpo")
-    steps: int = opt(3, "training steps (rollout + update)")
-    envs_per_step: int = opt(2, "environment instances (tasks) sampled per step")
+    steps: int = opt(2, "training steps (rollout + update)")
+    envs_per_step: int = opt(1, "environment instances (tasks) sampled per step")
     seed: int = opt(0, "run seed: instances, sampling and initialisation derive from it")
     out_dir: str = opt("runs", "root folder of run directories")
     run_name: str = opt("", "run directory name (default <env>__<algo>__<seed>__<time>)")
