@@ -27,7 +27,7 @@ from typing import Any, Literal
 
 from .base import Message, Play, TextAECEnv
 from .rewards import RewardBreakdown
-from .text import extract_code, extract_final_answer
+from .text import extract_code, extract_final_answer, format_moves, parse_moves
 
 Mode = Literal["mas", "planner", "tool"]
 MODES: dict[str, tuple[str, ...]] = {"mas": ("tool", "planner"), "planner": ("planner",), "tool": ("tool",)}
@@ -205,6 +205,20 @@ class ToolPlannerEnv(TextAECEnv):
             parse_error=error,
             details=details,
         )
+
+
+class MoveListAnswers:
+    """Mixin for tasks whose proposals and answers are move lists such as `[U, R, D, L]`
+    (Plan-Path, Sokoban)."""
+
+    def parse_proposal(self, output: str) -> tuple[Any, str | None]:
+        return parse_moves(output)
+
+    def parse_answer(self, answer: str) -> tuple[Any, str | None]:
+        return parse_moves(answer)
+
+    def format_proposal(self, proposal: Any) -> str:
+        return format_moves(proposal)
 
 
 def history_text(history: list[TurnRecord]) -> str:

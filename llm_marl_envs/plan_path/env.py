@@ -50,8 +50,7 @@ from typing import Any
 import numpy as np
 
 from ..core.rewards import RewardBreakdown
-from ..core.text import format_moves, parse_moves
-from ..core.tool_planner import Applied, Mode, ToolPlannerEnv, ToolRun
+from ..core.tool_planner import Applied, Mode, MoveListAnswers, ToolPlannerEnv, ToolRun
 from . import prompts
 from .generator import PlanPathConfig, PlanPathInstance, generate
 from .rules import Cell, bfs_distances, manhattan, on_shortest_paths, simulate
@@ -61,7 +60,7 @@ PLANNER_COEF = {"fmt": 0.20, "leg": 0.40, "sp": 0.40}
 TOOL_COEF = {"fmt": 0.10, "exec": 0.40, "shape": 0.50}
 
 
-class raw_env(ToolPlannerEnv):
+class raw_env(MoveListAnswers, ToolPlannerEnv):
     metadata = {"render_modes": ["human", "ansi"], "name": "plan_path_v0", "is_parallelizable": False}
     instance_namespace = "plan_path"
     prompts = prompts
@@ -108,16 +107,6 @@ class raw_env(ToolPlannerEnv):
 
     def _render_state(self) -> str:
         return f"{self.grid_text()}\nposition {self.position} goal {self.instance.goal}"
-
-    # ------------------------------------------------------------------ parsing
-    def parse_proposal(self, output: str) -> tuple[Any, str | None]:
-        return parse_moves(output)
-
-    def parse_answer(self, answer: str) -> tuple[Any, str | None]:
-        return parse_moves(answer)
-
-    def format_proposal(self, proposal: Any) -> str:
-        return format_moves(proposal)
 
     # ------------------------------------------------------------------ rewards (A.1.4)
     def team_reward(self, before: Cell, after: Cell) -> float:

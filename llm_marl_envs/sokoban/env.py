@@ -81,8 +81,7 @@ from typing import Any
 import numpy as np
 
 from ..core.rewards import RewardBreakdown
-from ..core.text import format_moves, parse_moves
-from ..core.tool_planner import Applied, Mode, ToolPlannerEnv, ToolRun
+from ..core.tool_planner import Applied, Mode, MoveListAnswers, ToolPlannerEnv, ToolRun
 from . import prompts
 from .generator import SokobanConfig, SokobanInstance, generate
 from .rules import Simulation, State, potential, simulate
@@ -117,7 +116,7 @@ def tool_terms(before: State, sim: Simulation) -> dict[str, float]:
     }
 
 
-class raw_env(ToolPlannerEnv):
+class raw_env(MoveListAnswers, ToolPlannerEnv):
     metadata = {"render_modes": ["human", "ansi"], "name": "sokoban_v0", "is_parallelizable": False}
     instance_namespace = "sokoban"
     prompts = prompts
@@ -157,16 +156,6 @@ class raw_env(ToolPlannerEnv):
     def _render_state(self) -> str:
         s = self.state
         return f"{s.to_xsb()}\nplayer {s.player} | boxes on goals {s.boxes_on_goal}/{s.num_boxes}"
-
-    # ------------------------------------------------------------------ parsing
-    def parse_proposal(self, output: str) -> tuple[Any, str | None]:
-        return parse_moves(output)
-
-    def parse_answer(self, answer: str) -> tuple[Any, str | None]:
-        return parse_moves(answer)
-
-    def format_proposal(self, proposal: Any) -> str:
-        return format_moves(proposal)
 
     # ------------------------------------------------------------------ rewards (A.1.5)
     def score_tool(self, run: ToolRun) -> RewardBreakdown:
