@@ -33,7 +33,7 @@ $(VLLM_VENV)/.installed: pyproject.toml constraints.txt Makefile
 	touch $@
 
 test-vllm: $(VLLM_VENV)/.installed
-	VLLM_CPU_KVCACHE_SPACE=1 VLLM_ENABLE_V1_MULTIPROCESSING=0 $(VLLM_VENV)/bin/python -m pytest -m vllm tests/test_vllm_engine.py
+	VLLM_CPU_KVCACHE_SPACE=1 VLLM_ENABLE_V1_MULTIPROCESSING=0 $(VLLM_VENV)/bin/python -m pytest -m vllm tests/test_vllm_engine.py tests/test_training.py
 
 train: $(STAMP)
 	$(VENV)/bin/llm-marl train --algo at-grpo --env plan_path

