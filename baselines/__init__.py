@@ -1,0 +1,34 @@
+"""The papers' comparison rows as runnable `llm-marl` command lines.
+
+    from baselines import rows
+    for name, argv in rows("plan_path", model="Qwen/Qwen3-1.7B"):
+        print("llm-marl", *argv)
+
+AT-GRPO Table 1/2 compare, per task: a single agent (prompt only), a single agent trained with
+GRPO, the multi-agent workflow prompt only, and the workflow trained with AT-GRPO with a shared or
+a per-role policy. Each row here is the CLI invocation that produces it (train rows are followed by
+`llm-marl eval --adapters <run>/adapters` on the test split). A leaderboard runner that executes
+the rows and tabulates them is not built yet.
+"""
+
+from __future__ import annotations
+
+SINGLE_AGENT_VARIANT = {"plan_path": "planner", "sokoban": "planner", "sudoku": "planner", "code": "coder",
+                        "math": "reasoner"}
+
+
+def rows(env: str, model: str = "smollm2-135m", engine: str = "hf", steps: int = 150, n_eval: int = 100) -> list[tuple[str, list[str]]]:
+    """(row name, argv) for the AT-GRPO comparison rows of `env`."""
+    if env not in SINGLE_AGENT_VARIANT:
+        raise ValueError(f"no AT-GRPO baseline rows for {env!r}; available: {', '.join(SINGLE_AGENT_VARIANT)}")
+    single = f"--env-arg=mode={SINGLE_AGENT_VARIANT[env]!r}"
+    common = ["--model", model, "--engine", engine]
+    train = ["train", "--env", env, *common, "--steps", str(steps)]
+    evaluate = ["eval", "--env", env, "--model", model, "--engine", engine, "--n", str(n_eval), "--split", "test"]
+    return [
+        ("single agent", [*evaluate, single]),
+        ("single agent + GRPO", [*train, "--algo", "grpo"]),
+        ("MAS, prompt only", evaluate),
+        ("MAS + AT-GRPO, shared policy", [*train, "--algo", "at-grpo", "--policy", "shared"]),
+        ("MAS + AT-GRPO, per-role policies", [*train, "--algo", "at-grpo", "--policy", "per-role"]),
+    ]
