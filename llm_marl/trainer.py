@@ -275,7 +275,7 @@ def train(config: TrainConfig, resume: str | None = None, log: Any = print) -> R
             metrics.update(update_policy(policy, optimizers, out.samples, config.optim, loss_config, sampling.temperature, segment, rng))
             with warnings.catch_warnings():
                 # An adapter whose samples all had advantage 0 took no optimiser step this step.
-                warnings.filterwarnings("ignore", message="Detected call of `lr_scheduler.step()` before")
+                warnings.filterwarnings("ignore", message=r"Detected call of `lr_scheduler\.step\(\)` before")
                 for scheduler in schedulers.values():
                     scheduler.step()
             engine.sync_adapters()
