@@ -94,14 +94,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-import numpy as np
 
 from ..core.base import Message, Play, TextAECEnv
 from ..core.rewards import RewardBreakdown
 from ..search.corpus import Question
 from ..search.judge import JudgeConfig, judge
 from ..search.runtime import SearchRuntime
-from ..search.source import QuestionSource
+from ..search.source import QuestionSource, SearchSourced
 from ..search.text import exact_match, token_f1
 from ..search.tools import SERVER_NAME, TOOL_SCHEMAS, ToolResult
 from . import prompts
@@ -143,7 +142,7 @@ def _cap(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[:limit] + "\n[... truncated]"
 
 
-class raw_env(TextAECEnv):
+class raw_env(SearchSourced, TextAECEnv):
     metadata = {"render_modes": ["human", "ansi"], "name": "deep_search_v0", "is_parallelizable": False}
     instance_namespace = "deep_search"
 
@@ -169,16 +168,6 @@ class raw_env(TextAECEnv):
         else:
             roles, budget = ("planner",), max_single_turns
         super().__init__(roles, max_turns=budget, render_mode=render_mode)
-
-    @property
-    def runtime(self) -> SearchRuntime:
-        return self.source.runtime
-
-    def _shared_runtimes(self) -> list[Any]:
-        return [self.source, self.source.runtime]
-
-    def _make_instance(self, rng: np.random.Generator) -> Question:
-        return self.source.draw(rng)
 
     # ------------------------------------------------------------------ episode state
     def _start(self) -> None:

@@ -74,13 +74,12 @@ from __future__ import annotations
 import hashlib
 from typing import Any, Literal
 
-import numpy as np
 
 from ..core.base import Message, Play, TextAECEnv
 from ..core.rewards import RewardBreakdown
 from ..search.corpus import Question
 from ..search.runtime import SearchRuntime
-from ..search.source import QuestionSource
+from ..search.source import QuestionSource, SearchSourced
 from ..search.text import exact_match, token_f1
 from ..search.tools import ToolResult
 from . import prompts
@@ -98,7 +97,7 @@ def _sha1(text: str) -> str:
     return hashlib.sha1(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-class raw_env(TextAECEnv):
+class raw_env(SearchSourced, TextAECEnv):
     metadata = {"render_modes": ["human", "ansi"], "name": "mass_v0", "is_parallelizable": False}
     instance_namespace = "mass"
 
@@ -122,16 +121,6 @@ class raw_env(TextAECEnv):
                                      transport=transport, runtime=runtime, snippet_chars=PASSAGE_CHARS)
         roles = ("rewriter", "reranker", "answerer") if mode == "mas" else ("answerer",)
         super().__init__(roles, max_turns=3 if mode == "mas" else max_single_turns, render_mode=render_mode)
-
-    @property
-    def runtime(self) -> SearchRuntime:
-        return self.source.runtime
-
-    def _shared_runtimes(self) -> list[Any]:
-        return [self.source, self.source.runtime]
-
-    def _make_instance(self, rng: np.random.Generator) -> Question:
-        return self.source.draw(rng)
 
     # ------------------------------------------------------------------ episode state
     def _start(self) -> None:

@@ -61,3 +61,20 @@ class QuestionSource:
         if self.wiki is not None:
             return self.wiki.sample_question(rng, self.hops)
         return self.questions[int(rng.integers(len(self.questions)))]
+
+
+class SearchSourced:
+    """Mixin for environments whose questions and search tools come from `self.source`
+    (deep_search, mass): forks share the source and its search runtime (one MCP session)."""
+
+    source: QuestionSource
+
+    @property
+    def runtime(self) -> Any:
+        return self.source.runtime
+
+    def _shared_runtimes(self) -> list[Any]:
+        return [self.source, self.source.runtime]
+
+    def _make_instance(self, rng: np.random.Generator) -> Any:
+        return self.source.draw(rng)
