@@ -60,6 +60,8 @@ class OptimConfig:
     clip_eps: float = opt(0.2, "PPO clip range epsilon (low side)")
     clip_eps_high: float = opt(0.2, "PPO clip range on the high side")
     kl_beta: float = opt(0.0, "weight of the k3 KL to the reference (base model, adapters off); 0 disables it")
+    ratio_level: Literal["token", "sequence"] = opt(
+        "token", "importance ratio per token, or one per loss segment (sequence: SHARP's trajectory-level ratio, Eq. 15)")
     loss_agg: Literal["token-mean", "seq-mean", "seq-sum"] = opt(
         "token-mean", "loss aggregation: mean over all tokens; mean over sequences of per-sequence means; or of per-sequence sums (AT-GRPO Eq. 3)")
 
@@ -82,7 +84,7 @@ QUICK_ENV_ARGS: dict[str, dict[str, Any]] = {
 class RunConfig:
     env: str = opt("plan_path", "environment (see `llm-marl envs`)")
     env_args: dict = opt({}, "environment option KEY=VALUE (repeatable); unset: a small quick configuration of the env", flag="--env-arg")
-    algo: str = opt("at-grpo", "algorithm: grpo, at-grpo, matpo")
+    algo: str = opt("at-grpo", "algorithm: grpo, at-grpo, matpo, mhgpo, sharp")
     steps: int = opt(2, "training steps (rollout + update)")
     envs_per_step: int = opt(1, "environment instances (tasks) sampled per step")
     seed: int = opt(0, "run seed: instances, sampling and initialisation derive from it")

@@ -71,11 +71,13 @@ def cmd_train(args: argparse.Namespace) -> int:
             base = RunDir.open(args.resume).load_config()
         from llm_marl.algorithms import get as get_algorithm
 
-        algo_cls = get_algorithm(args.algo_id).config_cls
+        algorithm = get_algorithm(args.algo_id)
+        algo_cls = algorithm.config_cls
         config = TrainConfig(
             model=from_args(ModelConfig, args, base.get("model")),
             sampling=from_args(SamplingConfig, args, base.get("sampling")),
-            optim=from_args(OptimConfig, args, base.get("optim")),
+            # The paper's loss settings (e.g. MHGPO's KL β) unless a flag or the resumed run says otherwise.
+            optim=from_args(OptimConfig, args, {**algorithm.optim_defaults, **base.get("optim", {})}),
             run=from_args(RunConfig, args, base.get("run")),
             algo=from_args(algo_cls, args, base.get("algo")),
         )

@@ -108,10 +108,9 @@ def update_policy(policy: Any, optimizers: dict[str, torch.optim.Optimizer], sam
             continue
         optimizer = optimizers[adapter]
         params = policy.trainable_parameters(adapter)
+        units = loss_units(informative, segment)
         for _ in range(optim.epochs):
-            order = rng.permutation(len(informative))
-            for start in range(0, len(order), optim.minibatch_size):
-                minibatch = [informative[i] for i in order[start:start + optim.minibatch_size]]
+            for minibatch in minibatches(units, rng.permutation(len(units)), optim.minibatch_size):
                 batch_t = collate(minibatch, segment=segment, pad_id=pad)
                 logprobs = policy.response_logprobs(batch_t["prompt_ids"], batch_t["response_ids"], adapter, temperature,
                                                     grad=True, response_mask=batch_t["response_mask"])
@@ -133,6 +132,28 @@ def update_policy(policy: Any, optimizers: dict[str, torch.optim.Optimizer], sam
     return {k: (sum(v) if k.startswith("update/") else sum(v) / len(v)) for k, v in sums.items()}
 
 
+def loss_units(samples: list[Sample], segment: str) -> list[list[Sample]]:
+    """Samples grouped by loss segment, in first-appearance order: a segment shares one normaliser
+    (MATPO) or one sequence-level ratio (SHARP), so it must never be split across minibatches."""
+    if segment == "sample":
+        return [[s] for s in samples]
+    units: dict[Any, list[Sample]] = {}
+    for s in samples:
+        key = s.episode_id if segment == "episode" else (s.episode_id, s.role)
+        units.setdefault(key, []).append(s)
+    return list(units.values())
+
+
+def minibatches(units: list[list[Sample]], order: Any, size: int) -> list[list[Sample]]:
+    """Whole units in `order`, packed into minibatches of at least `size` samples (the last may be smaller)."""
+    out: list[list[Sample]] = [[]]
+    for i in order:
+        if len(out[-1]) >= size:
+            out.append([])
+        out[-1].extend(units[i])
+    return [mb for mb in out if mb]
+
+
 def recompute_old_logprobs(policy: Any, samples: list[Sample], temperature: float, batch_size: int = 8) -> None:
     """Replace the engine's log-probs with the trainer model's (for engines with their own numerics,
     e.g. vLLM), so the first update epoch has ratio exactly 1 on the sampled tokens."""
@@ -149,7 +170,7 @@ def recompute_old_logprobs(policy: Any, samples: list[Sample], temperature: floa
 
 # ---------------------------------------------------------------------------- metrics
 def step_metrics(out: Rollout) -> dict[str, float]:
-    episodes = out.episodes
+    episodes = out.real_episodes
     metrics: dict[str, float] = {
         "reward/success_rate": float(np.mean([ep.success for ep in episodes])) if episodes else 0.0,
         "episode/steps": float(np.mean([ep.steps for ep in episodes])) if episodes else 0.0,
@@ -162,7 +183,10 @@ def step_metrics(out: Rollout) -> dict[str, float]:
     for role, values in sorted(by_role.items()):
         metrics[f"reward/return/{role}"] = float(np.mean(values))
     fields: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    replay_ids = {ep.episode_id for ep in out.episodes if ep.counterfactual is not None}
     for s in out.samples:
+        if s.episode_id in replay_ids:
+            continue  # counterfactual replays are not the policy's play
         fields[s.role]["reward"].append(s.reward)
         fields[s.role]["team_reward"].append(float(s.info.get("team_reward", 0.0)))
         fields[s.role]["local_reward"].append(float(s.info.get("local_reward", 0.0)))
@@ -217,7 +241,9 @@ def train(config: TrainConfig, resume: str | None = None, log: Any = print) -> R
     run_cfg = config.run
     algorithm = config.algorithm
     env_kwargs = config.env_kwargs()
-    roles = list(make_raw(run_cfg.env, **env_kwargs).possible_agents)
+    probe = make_raw(run_cfg.env, **env_kwargs)
+    algorithm.check_env(probe, config.algo)
+    roles = list(probe.possible_agents)
     if run_cfg.deterministic:
         set_deterministic(True, run_cfg.seed)
     torch.manual_seed(run_cfg.seed)
@@ -252,7 +278,7 @@ def train(config: TrainConfig, resume: str | None = None, log: Any = print) -> R
     engine = build_engine(config, policy)
     plan = algorithm.sampling_plan(config.algo)
     loss_config = LossConfig(eps_low=config.optim.clip_eps, eps_high=config.optim.clip_eps_high,
-                             aggregation=config.optim.loss_agg, beta=config.optim.kl_beta)
+                             ratio_level=config.optim.ratio_level, aggregation=config.optim.loss_agg, beta=config.optim.kl_beta)
     segment = getattr(config.algo, "loss_segment", "sample")
     log(f"run directory: {run.path}")
     try:

@@ -253,9 +253,9 @@ def test_grpo_groups_are_tasks_and_episode_credit_is_broadcast(return_kind):
 
 
 def test_registry_ids_and_errors():
-    assert set(ALGORITHMS) == {"grpo", "at-grpo", "matpo"}
+    assert set(ALGORITHMS) == {"grpo", "at-grpo", "matpo", "mhgpo", "sharp"}
     assert get("AT_GRPO").id == "at-grpo"
-    with pytest.raises(ValueError, match="available: grpo, at-grpo, matpo"):
+    with pytest.raises(ValueError, match="available: grpo, at-grpo, matpo, mhgpo, sharp"):
         get("ppo")
     with pytest.raises(ValueError, match="G >= 2"):
         get("matpo").config_cls(G=1)

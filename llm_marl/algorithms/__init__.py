@@ -11,6 +11,15 @@ A module `llm_marl/algorithms/<algo>.py` provides `Config`, `sampling_plan(confi
 each sample is a member of its group; "episode": one member per episode, whose credit is shared
 by all its samples and whose advantage is broadcast to them). Adding one is a new module and a
 line in `ALGORITHMS`; the rollout driver, the advantage and the loss do not change.
+
+Optional module attributes:
+- `assign(rollout, config)`: set `credit` and `group_key` of every trainable sample at once, for
+  credits that need the whole rollout (MHGPO's reward back-propagation over the rollout tree and its
+  batch-level regrouping; SHARP's counterfactual replays). Replaces `credit` / `group_key` calls.
+- `check_env(env, config)`: raise a ValueError naming the fix when the environment breaks the
+  algorithm's assumptions (SHARP needs a planner that delegates to workers).
+- `OPTIM_DEFAULTS`: the paper's loss settings (`OptimConfig` fields, e.g. MHGPO's KL β = 0.001),
+  used by `llm-marl train` unless the flag is given.
 """
 
 from __future__ import annotations
@@ -46,6 +55,10 @@ ALGORITHMS: dict[str, AlgorithmEntry] = {
                        "tree(K); credit = α·r_team + m·r_loc (Eq. 4); group = (env, agent, turn)"),
         AlgorithmEntry("matpo", "matpo", "MATPO, arXiv:2510.04678",
                        "parallel(G); credit = 0.9·acc + 0.1·fmt per rollout, broadcast to workers; group = query"),
+        AlgorithmEntry("mhgpo", "mhgpo", "MHGPO (Chen et al., heterogeneous group-based RL for LLM MAS)",
+                       "fork_on (IS / FoF / RR); credit = back-propagated shared reward (Eq. 4) + own penalty; heterogeneous groups (Eq. 5)"),
+        AlgorithmEntry("sharp", "sharp", "SHARP (Shapley credit for planner-worker tool-integrated planning)",
+                       "parallel(G) + masked replays; credit = α·R_acc + β·marginal credit (Eq. 11-13) + γ·R_tool; group = (query, agent)"),
     ]
 }
 
@@ -59,6 +72,19 @@ class Algorithm:
     credit: Callable[[Sample, Episode | None, Any], float]
     group_key: Callable[[Sample, Any], Hashable]
     advantage_unit: str
+
+    @property
+    def assign(self) -> Callable[[Rollout, Any], None] | None:
+        return getattr(self.module, "assign", None)
+
+    @property
+    def optim_defaults(self) -> dict[str, Any]:
+        return dict(getattr(self.module, "OPTIM_DEFAULTS", {}))
+
+    def check_env(self, env: Any, config: Any) -> None:
+        check = getattr(self.module, "check_env", None)
+        if check is not None:
+            check(env, config)
 
     def env_kwargs(self, config: Any, env: str) -> dict[str, Any]:
         """Constructor arguments of `env` that the algorithm needs: the registry variant named by
@@ -102,9 +128,12 @@ def assign_advantages(rollout: Rollout, algorithm: Algorithm | str, config: Any,
     algo = get(algorithm) if isinstance(algorithm, str) else algorithm
     episodes = rollout.episodes_by_id()
     samples = [s for s in rollout.samples if s.trainable]
+    if algo.assign is not None:
+        algo.assign(rollout, config)
     for s in samples:
-        s.credit = float(algo.credit(s, episodes.get(s.episode_id), config))
-        s.group_key = algo.group_key(s, config)
+        if algo.assign is None:
+            s.credit = float(algo.credit(s, episodes.get(s.episode_id), config))
+            s.group_key = algo.group_key(s, config)
         if not math.isfinite(s.credit):
             raise ValueError(f"{algo.id}: credit of sample {s.sample_id} is {s.credit}")
     member_of: dict[Hashable, int] = {}

@@ -127,7 +127,7 @@ class _Recorder:
         self.episodes: list[Episode] = []
         self.decisions = 0
 
-    def finish(self, branch: Branch, cut: bool) -> None:
+    def finish(self, branch: Branch, cut: bool) -> Episode:
         infos = {**branch.infos, **copy.deepcopy(dict(branch.env.infos))}
         returns = {a: 0.0 for a in branch.env.possible_agents}
         for sid in branch.path:
@@ -136,8 +136,9 @@ class _Recorder:
         self.episodes.append(Episode(
             episode_id=branch.episode_id, task_id=branch.task.task_id, sample_ids=list(branch.path),
             final_infos=infos, returns=returns, success=any(bool(i.get("success")) for i in infos.values()),
-            steps=branch.steps, cut=cut,
+            steps=branch.steps, cut=cut, counterfactual=branch.counterfactual,
         ))
+        return self.episodes[-1]
 
 
 class Turn:
@@ -158,6 +159,13 @@ class Turn:
         recorder.decisions += 1
         self._consumed = False
 
+    def snapshot(self) -> Branch:
+        """An untouched copy of the branch as it is before this turn's step (for later replays)."""
+        parent = self.branch
+        return Branch(env=parent.env.fork(), task=parent.task, episode_id=parent.episode_id, path=list(parent.path),
+                      steps=parent.steps, infos=dict(parent.infos), data=copy.deepcopy(parent.data),
+                      counterfactual=parent.counterfactual, snapshots=dict(parent.snapshots))
+
     def step(self, index: int, *, fork: bool, episode_id: str | None = None) -> Outcome:
         """Apply reply `index` on a fork (`fork=True`) or on the branch itself; record its Sample.
 
@@ -168,8 +176,7 @@ class Turn:
             raise RuntimeError("this turn's branch was already stepped in place; further replies need fork=True")
         parent = self.branch
         if fork:
-            child = Branch(env=parent.env.fork(), task=parent.task, episode_id=parent.episode_id, path=list(parent.path),
-                           steps=parent.steps, infos=dict(parent.infos), data=copy.deepcopy(parent.data))
+            child = self.snapshot()
         else:
             self._consumed = True
             child = parent
@@ -189,7 +196,8 @@ class Turn:
             messages=self.messages, text=reply.text,
             prompt_ids=list(self.prompt_ids) if reply.sampled else [], response_ids=list(reply.token_ids),
             old_logprobs=list(reply.logprobs), finish_reason=reply.finish_reason,
-            reward=float(env.rewards.get(self.agent, info.get("reward", 0.0))), info=info, trainable=reply.sampled,
+            reward=float(env.rewards.get(self.agent, info.get("reward", 0.0))), info=info,
+            trainable=reply.sampled and child.counterfactual is None,
         )
         self._rec.samples.append(sample)
         child.path.append(sample.sample_id)
@@ -220,7 +228,8 @@ def rollout(tasks: list[Task], plan: SamplingPlan, engine: Engine, sigma: Sigma 
     if len(set(ids)) != len(ids):
         raise ValueError(f"task ids must be unique (they are the group keys' environment instance): {ids}")
     rec = _Recorder()
-    stats = {"waves": 0, "engine_calls": 0, "requests": 0, "completions": 0, "fixed_replies": 0}
+    stats = {"waves": 0, "engine_calls": 0, "requests": 0, "completions": 0, "fixed_replies": 0,
+             "counterfactual_completions": 0, "counterfactual_fixed_replies": 0, "counterfactual_episodes": 0}
     live: list[Branch] = []
     for task in tasks:
         env = task.make_env()
@@ -231,15 +240,21 @@ def rollout(tasks: list[Task], plan: SamplingPlan, engine: Engine, sigma: Sigma 
     wave = 0
     while live:
         pending: list[tuple[Branch, str, dict[str, Any], str | None, Decision]] = []
-        for branch in live:
+        queue = list(live)
+        while queue:
+            branch = queue.pop(0)
             if is_done(branch.env) or branch.steps >= max_steps:
-                rec.finish(branch, cut=not is_done(branch.env))
+                episode = rec.finish(branch, cut=not is_done(branch.env))
+                spawned = plan.finished(branch, episode)
+                stats["counterfactual_episodes"] += sum(b.counterfactual is not None for b in spawned)
+                queue.extend(spawned)  # replays join this very wave
                 continue
             agent = branch.env.agent_selection
             obs = branch.env.observe(agent)
             if not isinstance(obs, Mapping) or "messages" not in obs:
                 raise ValueError(f"{type(branch.env).__name__}.observe must return {{'messages': [...], 'turn': int}} (DESIGN.md contract)")
-            pending.append((branch, agent, obs, adapter_of(agent), plan.decide(branch, agent, obs)))
+            decision = plan.decide(branch, agent, obs)
+            pending.append((branch, agent, obs, None if decision.reference else adapter_of(agent), decision))
         if not pending:
             break
         requests = [
@@ -259,6 +274,8 @@ def rollout(tasks: list[Task], plan: SamplingPlan, engine: Engine, sigma: Sigma 
                 by_index[req.tag.index] = res
             stats["requests"] += len(requests)
             stats["completions"] += sum(r.n for r in requests)
+            stats["counterfactual_completions"] += sum(d.n for b, _, _, _, d in pending
+                                                       if d.replies is None and b.counterfactual is not None)
         live = []
         for i, (branch, agent, obs, adapter, decision) in enumerate(pending):
             if decision.replies is None:
@@ -269,6 +286,8 @@ def rollout(tasks: list[Task], plan: SamplingPlan, engine: Engine, sigma: Sigma 
                 replies = [Reply(text, [], [], "fixed", sampled=False) for text in decision.replies]
                 prompt_ids = []
                 stats["fixed_replies"] += len(replies)
+                if branch.counterfactual is not None:
+                    stats["counterfactual_fixed_replies"] += len(replies)
             live.extend(plan.expand(Turn(rec, branch, agent, obs, adapter, prompt_ids, replies)))
         wave += 1
     stats["waves"] = wave

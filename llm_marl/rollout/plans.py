@@ -7,7 +7,10 @@ no change to the driver:
 - `start(task, env)`: the initial lines of play for a freshly reset environment;
 - `decide(branch, agent, observation)`: how many replies to draw at this decision point
   (`Decision(n=K)`), or which fixed replies to apply instead of sampling (`Decision(replies=[...])`);
-- `expand(turn)`: apply the replies with `turn.step(c, fork=...)` and return the branches that go on.
+- `expand(turn)`: apply the replies with `turn.step(c, fork=...)` and return the branches that go on;
+- `finished(branch, episode)` (optional): new lines of play to start when one ends, e.g. the
+  counterfactual replays of SHARP and Shapley credit (`llm_marl.rollout.replay`). They join the
+  same waves as the lines still running, so replays share engine calls with ordinary rollouts.
 
 `turn.step(c, fork=True)` steps reply c on a fresh `fork()` of the branch's environment and leaves
 the branch untouched; `fork=False` steps the branch itself (at most once per turn). Either way the
@@ -20,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .samples import Sample
+from .samples import Episode, Sample
 
 if TYPE_CHECKING:
     from .driver import Task, Turn
@@ -40,6 +43,23 @@ class Branch:
     """Latest `infos` of every agent (kept here so dead-agent steps cannot erase them)."""
     data: dict[str, Any] = field(default_factory=dict)
     """Plan-private state (copied into forks)."""
+    counterfactual: Counterfactual | None = None
+    """Set on replay branches: what they ablate. Their samples are never trained."""
+    snapshots: dict[str, Branch] = field(default_factory=dict)
+    """Untouched copies of this line of play just before an agent's first turn (kept by replay plans);
+    shared, never stepped, by forks."""
+
+
+@dataclass(frozen=True)
+class Counterfactual:
+    """A replay of episode `of` in which the agents in `absent` are replaced by a baseline policy."""
+
+    of: str
+    """The original episode id."""
+    absent: frozenset[str]
+    baseline: str = "masked"
+    """"masked": the environment's masked reply (`masked_reply(agent)`); "noop": its no-op reply
+    (`noop_reply(agent)`); "reference": sampled from the frozen reference (adapters disabled)."""
 
 
 @dataclass(frozen=True)
@@ -48,6 +68,8 @@ class Decision:
     """Replies to sample from the engine for this decision point (one request with `n`)."""
     replies: tuple[str, ...] | None = None
     """Fixed replies to apply instead of sampling (counterfactual replays); never trained on."""
+    reference: bool = False
+    """Sample from the frozen reference policy (no adapter) instead of the role's adapter."""
 
     def __post_init__(self) -> None:
         if self.replies is None and self.n < 1:
@@ -67,6 +89,9 @@ class SamplingPlan:
 
     def expand(self, turn: Turn) -> list[Branch]:
         raise NotImplementedError
+
+    def finished(self, branch: Branch, episode: Episode) -> list[Branch]:
+        return []
 
 
 class Parallel(SamplingPlan):

@@ -52,6 +52,8 @@ class Sample:
     """False for tree candidates that lost the argmax (their fork was dropped)."""
     trainable: bool = True
     """False for replies that were not sampled from a policy (fixed/replayed text)."""
+    plan_info: dict[str, Any] = field(default_factory=dict)
+    """What the sampling plan noted about this reply (e.g. MHGPO's fork point and phase)."""
     credit: float = math.nan
     """The scalar the algorithm assigns (before group normalisation)."""
     group_key: Hashable | None = None
@@ -78,6 +80,8 @@ class Episode:
     steps: int
     cut: bool = False
     """True when the driver stopped it at `max_steps` before the environment ended it."""
+    counterfactual: Any = None
+    """For a replay (`llm_marl.rollout.replay`): the `Counterfactual` it plays; None for a real episode."""
 
 
 @dataclass
@@ -96,6 +100,11 @@ class Rollout:
     def episodes_by_id(self) -> dict[str, Episode]:
         return {ep.episode_id: ep for ep in self.episodes}
 
+    @property
+    def real_episodes(self) -> list[Episode]:
+        """Episodes that were played, not counterfactual replays (metrics and success rates use these)."""
+        return [ep for ep in self.episodes if ep.counterfactual is None]
+
 
 def batches_by_adapter(samples: Iterable[Sample], trainable_only: bool = True) -> dict[str | None, list[Sample]]:
     """Per-policy batches B_m = ∪_{i: σ(i)=m} D_i (AT-GRPO Eq. 2): samples routed by adapter."""
@@ -107,18 +116,23 @@ def batches_by_adapter(samples: Iterable[Sample], trainable_only: bool = True) -
     return out
 
 
+SEGMENTS = ("sample", "episode", "episode-agent")
+"""Loss segments: each reply; each rollout (MATPO); each agent's replies in one rollout (SHARP Eq. 15)."""
+
+
 def collate(samples: list[Sample], segment: str = "sample", pad_id: int = 0) -> dict[str, Any]:
     """Pad a batch for the loss (`llm_marl.loss`). B = len(samples), T = longest response.
 
     Returns tensors: `prompt_ids` list[list[int]] (left as lists, the policy builds inputs),
     `response_ids` [B, T] long, `response_mask` [B, T] float (1 on generated tokens),
     `old_logprobs` [B, T] float, `advantages` [B] float, `segment_ids` [B] long (one id per sample,
-    or per episode with `segment="episode"`: MATPO's per-rollout token normaliser).
+    per episode with `segment="episode"`: MATPO's per-rollout token normaliser, or per (episode,
+    agent) with `"episode-agent"`: SHARP's trajectory-level ratio of one agent).
     """
     import torch
 
-    if segment not in ("sample", "episode"):
-        raise ValueError(f"segment must be 'sample' or 'episode', got {segment!r}")
+    if segment not in SEGMENTS:
+        raise ValueError(f"segment must be one of {', '.join(SEGMENTS)}, got {segment!r}")
     width = max((len(s.response_ids) for s in samples), default=0)
     ids = torch.full((len(samples), width), pad_id, dtype=torch.long)
     mask = torch.zeros((len(samples), width))
@@ -132,7 +146,7 @@ def collate(samples: list[Sample], segment: str = "sample", pad_id: int = 0) -> 
         ids[b, :n] = torch.tensor(s.response_ids, dtype=torch.long)
         mask[b, :n] = 1.0
         old[b, :n] = torch.tensor(s.old_logprobs, dtype=torch.float32)
-        key = s.sample_id if segment == "sample" else s.episode_id
+        key = {"sample": s.sample_id, "episode": s.episode_id, "episode-agent": (s.episode_id, s.role)}[segment]
         seg.append(seg_index.setdefault(key, len(seg_index)))
     return {
         "prompt_ids": [list(s.prompt_ids) for s in samples],

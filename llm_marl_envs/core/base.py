@@ -25,6 +25,10 @@ Message = dict[str, str]
 _RENDER_TEXT_CAP = 2_000
 
 
+MASKED = "[output masked]"
+"""Text of a masked agent output in counterfactual replays."""
+
+
 @dataclass
 class Play:
     """What one agent's step did: its reward breakdown and where the episode goes next."""
@@ -90,6 +94,17 @@ class TextAECEnv(AECEnv):
     def _shared_runtimes(self) -> list[Any]:
         """Tool runtimes (sandbox, search client) that forks share instead of copying."""
         return []
+
+    # ------------------------------------------------------------------ counterfactual baselines
+    def masked_reply(self, agent: str) -> str:
+        """The reply that ablates `agent` in a counterfactual replay (SHARP Eq. 11, Shapley "masked"
+        baseline): it passes nothing on. Environments whose roles must answer in a format override it."""
+        return MASKED
+
+    def noop_reply(self, agent: str) -> str:
+        """The no-op baseline reply of `agent` (Shapley paper: a minimal policy); empty by default, which
+        the environments score as a malformed action."""
+        return ""
 
     # ------------------------------------------------------------------ PettingZoo API
     def observation_space(self, agent: str):

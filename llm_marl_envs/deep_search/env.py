@@ -95,7 +95,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 
-from ..core.base import Message, Play, TextAECEnv
+from ..core.base import MASKED, Message, Play, TextAECEnv
 from ..core.rewards import RewardBreakdown
 from ..search.corpus import Question
 from ..search.judge import JudgeConfig, judge
@@ -315,6 +315,13 @@ class raw_env(SearchSourced, TextAECEnv):
         self.planner_chat.append({"role": "user", "content": response})
         return Play(self._step_breakdown(record["valid"]), next_agent="planner",
                     parse_error=record["error"] if record["status"] == "parse_error" else None, details={"call": record})
+
+    def masked_reply(self, agent: str) -> str:
+        """A worker's ablation (SHARP Eq. 11): a summary with MATPO's four headings and no content, so
+        the worker's turn ends at once and the planner reads nothing from it."""
+        if agent == "planner":
+            return super().masked_reply(agent)
+        return "\n\n".join(f"## {h}\n{MASKED}" for h in prompts.SUMMARY_HEADINGS)
 
     # ------------------------------------------------------------------ scoring
     def fmt_scores(self) -> tuple[float, float, float]:
