@@ -39,6 +39,9 @@ def add_commands(sub: Any, argv: Sequence[str]) -> None:
         algo_id = chosen_algorithm(argv[1:])
         if algo_id in ALGORITHMS:
             add_arguments(p, get_algorithm(algo_id).config_cls, f"{algo_id} (see --algo)")
+        from llm_marl.credit.team import CreditConfig
+
+        add_arguments(p, CreditConfig, "credit (any algorithm)")
     p.add_argument("--resume", metavar="RUN_DIR", help="continue a killed run from its last checkpoint (flags given override its config)")
     p.set_defaults(func=cmd_train, algo_id=algo_id)
 
@@ -71,6 +74,8 @@ def cmd_train(args: argparse.Namespace) -> int:
             base = RunDir.open(args.resume).load_config()
         from llm_marl.algorithms import get as get_algorithm
 
+        from llm_marl.credit.team import CreditConfig
+
         algorithm = get_algorithm(args.algo_id)
         algo_cls = algorithm.config_cls
         config = TrainConfig(
@@ -80,6 +85,7 @@ def cmd_train(args: argparse.Namespace) -> int:
             optim=from_args(OptimConfig, args, {**algorithm.optim_defaults, **base.get("optim", {})}),
             run=from_args(RunConfig, args, base.get("run")),
             algo=from_args(algo_cls, args, base.get("algo")),
+            credit=from_args(CreditConfig, args, base.get("credit")),
         )
         from llm_marl_envs.registry import get as get_env
 

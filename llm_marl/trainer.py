@@ -35,6 +35,8 @@ from llm_marl.advantage import AdvantageConfig
 from llm_marl.algorithms import Algorithm, assign_advantages
 from llm_marl.algorithms import get as get_algorithm
 from llm_marl.config import QUICK_ENV_ARGS, ModelConfig, OptimConfig, RunConfig, SamplingConfig
+from llm_marl.credit.dpo import dpo_loss
+from llm_marl.credit.team import CreditConfig, assign_shapley, preference_pairs, shapley_plan
 from llm_marl.engines.base import SamplingParams
 from llm_marl.loss import LossConfig, policy_loss
 from llm_marl.rollout import Rollout, Sample, batches_by_adapter, collate, make_tasks, rollout
@@ -53,6 +55,8 @@ class TrainConfig:
     run: RunConfig = field(default_factory=RunConfig)
     algo: Any = None
     """The algorithm's own Config (K, alpha, G, ...); None: its defaults."""
+    credit: CreditConfig = field(default_factory=CreditConfig)
+    """`--credit shapley` and the failure route (`llm_marl.credit.team`), for any algorithm."""
 
     def __post_init__(self) -> None:
         algorithm = get_algorithm(self.run.algo)
@@ -60,6 +64,11 @@ class TrainConfig:
             self.algo = algorithm.config_cls()
         elif isinstance(self.algo, dict):
             self.algo = algorithm.config_cls(**self.algo)
+        if isinstance(self.credit, dict):
+            self.credit = CreditConfig(**self.credit)
+        if self.credit.enabled and algorithm.id == "sharp":
+            raise ValueError("sharp computes its own counterfactual credit; --credit shapley replaces an algorithm's "
+                             "credit: use it with grpo, matpo or mhgpo")
 
     @property
     def algorithm(self) -> Algorithm:
@@ -73,12 +82,14 @@ class TrainConfig:
     def to_dict(self) -> dict[str, Any]:
         return {"model": dataclasses.asdict(self.model), "sampling": dataclasses.asdict(self.sampling),
                 "optim": dataclasses.asdict(self.optim), "run": dataclasses.asdict(self.run),
-                "algo": dataclasses.asdict(self.algo), "resolved_env_args": self.env_kwargs()}
+                "algo": dataclasses.asdict(self.algo), "credit": dataclasses.asdict(self.credit),
+                "resolved_env_args": self.env_kwargs()}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TrainConfig:
         return cls(model=ModelConfig(**data["model"]), sampling=SamplingConfig(**data["sampling"]),
-                   optim=OptimConfig(**data["optim"]), run=RunConfig(**data["run"]), algo=dict(data["algo"]))
+                   optim=OptimConfig(**data["optim"]), run=RunConfig(**data["run"]), algo=dict(data["algo"]),
+                   credit=CreditConfig(**data.get("credit", {})))
 
 
 # ---------------------------------------------------------------------------- seeds
@@ -130,6 +141,34 @@ def update_policy(policy: Any, optimizers: dict[str, torch.optim.Optimizer], sam
                 for key, value in metrics.items():
                     sums[f"{key.replace('loss/', f'loss/{adapter}/')}"].append(float(value))
     return {k: (sum(v) if k.startswith("update/") else sum(v) / len(v)) for k, v in sums.items()}
+
+
+def update_dpo(policy: Any, optimizers: dict[str, torch.optim.Optimizer], pairs: list[Any], beta: float,
+               optim: OptimConfig, temperature: float) -> dict[str, float]:
+    """One DPO step per adapter on the failure route's preference pairs (y+ and y- answer one prompt)."""
+    sums: dict[str, list[float]] = defaultdict(list)
+    by_adapter: dict[str, list[Any]] = defaultdict(list)
+    for pair in pairs:
+        if pair.rejected.adapter is not None and pair.chosen.adapter == pair.rejected.adapter:
+            by_adapter[pair.rejected.adapter].append(pair)
+    for adapter, batch in sorted(by_adapter.items()):
+        prompts = [p.rejected.prompt_ids for p in batch] * 2
+        responses = [p.chosen.response_ids for p in batch] + [p.rejected.response_ids for p in batch]
+        width = max(len(r) for r in responses)
+        token_logps = policy.response_logprobs(prompts, responses, adapter, temperature, grad=True)
+        mask = torch.tensor([[1.0] * len(r) + [0.0] * (width - len(r)) for r in responses], device=token_logps.device)
+        logps = (token_logps * mask).sum(dim=1)  # log π(y | x) of each whole reply
+        ref = (policy.reference_logprobs(prompts, responses, temperature) * mask).sum(dim=1)
+        n = len(batch)
+        loss, metrics = dpo_loss(logps[:n], logps[n:], ref[:n], ref[n:], beta=beta)
+        optimizer = optimizers[adapter]
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(policy.trainable_parameters(adapter), optim.grad_clip)
+        optimizer.step()
+        for key, value in metrics.items():
+            sums[key.replace("dpo/", f"dpo/{adapter}/")].append(float(value))
+    return {k: sum(v) / len(v) for k, v in sums.items()}
 
 
 def loss_units(samples: list[Sample], segment: str) -> list[list[Sample]]:
@@ -277,6 +316,8 @@ def train(config: TrainConfig, resume: str | None = None, log: Any = print) -> R
 
     engine = build_engine(config, policy)
     plan = algorithm.sampling_plan(config.algo)
+    if config.credit.enabled:
+        plan = shapley_plan(plan, config.credit)
     loss_config = LossConfig(eps_low=config.optim.clip_eps, eps_high=config.optim.clip_eps_high,
                              ratio_level=config.optim.ratio_level, aggregation=config.optim.loss_agg, beta=config.optim.kl_beta)
     segment = getattr(config.algo, "loss_segment", "sample")
@@ -294,11 +335,16 @@ def train(config: TrainConfig, resume: str | None = None, log: Any = print) -> R
             out = rollout(tasks, plan, engine, sigma=policy, sampling=sampling)
             t1 = time.perf_counter()
             metrics = step_metrics(out)
-            metrics.update(assign_advantages(out, algorithm, config.algo, AdvantageConfig()))
+            credit = (lambda r: assign_shapley(r, config.credit)) if config.credit.enabled else None
+            metrics.update(assign_advantages(out, algorithm, config.algo, AdvantageConfig(), credit=credit))
             if config.model.engine != "hf":
                 recompute_old_logprobs(policy, out.samples, sampling.temperature)
             rng = np.random.default_rng(step_seeds(run_cfg.seed + 2, step, 1)[0])
             metrics.update(update_policy(policy, optimizers, out.samples, config.optim, loss_config, sampling.temperature, segment, rng))
+            if config.credit.dpo_beta > 0:
+                pairs, pair_stats = preference_pairs(out)
+                metrics.update(pair_stats)
+                metrics.update(update_dpo(policy, optimizers, pairs, config.credit.dpo_beta, config.optim, sampling.temperature))
             with warnings.catch_warnings():
                 # An adapter whose samples all had advantage 0 took no optimiser step this step.
                 warnings.filterwarnings("ignore", message=r"Detected call of `lr_scheduler\.step\(\)` before")

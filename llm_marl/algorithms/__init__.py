@@ -118,12 +118,15 @@ def get(algo_id: str) -> Algorithm:
 
 
 def assign_advantages(rollout: Rollout, algorithm: Algorithm | str, config: Any,
-                      advantage: AdvantageConfig = AdvantageConfig()) -> dict[str, float]:
+                      advantage: AdvantageConfig = AdvantageConfig(),
+                      credit: Callable[[Rollout], dict[str, float]] | None = None) -> dict[str, float]:
     """Fill `credit`, `group_key` and `advantage` of every trainable sample; return metrics.
 
     Members of a group are samples (`advantage_unit="sample"`) or episodes ("episode"; every
     sample of an episode must get the same credit). Groups of one and zero-variance groups get
     advantage 0 and are counted (`advantage/singleton_groups`, `advantage/zero_std_groups`).
+    `credit(rollout)` (e.g. `--credit shapley`) replaces the algorithm's credits after its group keys
+    are set; members are then samples.
     """
     algo = get(algorithm) if isinstance(algorithm, str) else algorithm
     episodes = rollout.episodes_by_id()
@@ -132,8 +135,11 @@ def assign_advantages(rollout: Rollout, algorithm: Algorithm | str, config: Any,
         algo.assign(rollout, config)
     for s in samples:
         if algo.assign is None:
-            s.credit = float(algo.credit(s, episodes.get(s.episode_id), config))
+            s.credit = float(algo.credit(s, episodes.get(s.episode_id), config)) if credit is None else 0.0
             s.group_key = algo.group_key(s, config)
+    out: dict[str, float] = credit(rollout) if credit is not None else {}
+    unit = algo.advantage_unit if credit is None else "sample"
+    for s in samples:
         if not math.isfinite(s.credit):
             raise ValueError(f"{algo.id}: credit of sample {s.sample_id} is {s.credit}")
     member_of: dict[Hashable, int] = {}
@@ -141,7 +147,7 @@ def assign_advantages(rollout: Rollout, algorithm: Algorithm | str, config: Any,
     member_group: list[Hashable] = []
     index = []
     for s in samples:
-        key = s.sample_id if algo.advantage_unit == "sample" else (s.group_key, s.episode_id)
+        key = s.sample_id if unit == "sample" else (s.group_key, s.episode_id)
         if key not in member_of:
             member_of[key] = len(member_credit)
             member_credit.append(s.credit)
@@ -154,7 +160,7 @@ def assign_advantages(rollout: Rollout, algorithm: Algorithm | str, config: Any,
     for s, m in zip(samples, index):
         s.advantage = float(adv[m])
     credits = torch.tensor([s.credit for s in samples], dtype=torch.float64)
-    out = {f"advantage/{k}": v for k, v in stats.items()}
+    out.update({f"advantage/{k}": v for k, v in stats.items()})
     out["advantage/members"] = float(len(member_credit))
     out["credit/mean"] = float(credits.mean()) if len(samples) else 0.0
     out["credit/std"] = float(credits.std(unbiased=False)) if len(samples) else 0.0

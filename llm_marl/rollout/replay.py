@@ -96,7 +96,7 @@ class Replays(SamplingPlan):
         if branch.counterfactual is not None:
             return []
         players = list(branch.snapshots)  # insertion order = order of first turns
-        out = []
+        out = list(self.base.finished(branch, episode))
         for absent in self.choose(episode, players):
             absent = frozenset(absent)
             unknown = absent - set(players)

@@ -183,6 +183,12 @@ class raw_env(SearchSourced, TextAECEnv):
     def _consumed(self, *agents: str) -> list[dict[str, Any]]:
         return [{"agent": a, "turn": self.steps[a]["turn"], "reply_sha1": self.steps[a]["reply_sha1"]} for a in agents if a in self.steps]
 
+    def masked_reply(self, agent: str) -> str:
+        """Ablation baseline (Shapley "masked propagation"): the role passes nothing on. A masked rewriter
+        writes no sub-question (retrieval falls back to the question itself), a masked reranker selects no
+        passage, a masked answerer gives no answer."""
+        return ""
+
     # ------------------------------------------------------------------ steps
     def _play(self, agent: str, reply: str) -> Play:
         turn = self.turn

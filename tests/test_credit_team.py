@@ -1,0 +1,110 @@
+"""`--credit shapley` on mass_v0 with scripted agents: coalition replays, exact and Monte Carlo Shapley
+credits by hand, message-level shares, and the failure route's preference pairs."""
+
+from __future__ import annotations
+
+import pytest
+
+from llm_marl.algorithms import assign_advantages, get
+from llm_marl.credit.shapley import permutation_coalitions
+from llm_marl.credit.team import CreditConfig, assign_shapley, permutations, preference_pairs, shapley_plan
+from llm_marl.engines.base import SamplingParams
+from llm_marl.engines.scripted import ScriptedEngine
+from llm_marl.rollout import make_tasks, rollout
+from llm_marl.rollout.replay import episode_value
+from llm_marl_envs.mass import prompts
+
+MATPO = get("matpo")
+ROLES = ("rewriter", "reranker", "answerer")
+
+
+def engine_for(task, bad_reranker_on: str | None = None) -> ScriptedEngine:
+    """The answerer knows the answer when it is shown a passage; the reranker shows it one (unless it is
+    ablated, or misbehaves on line `bad_reranker_on`); the rewriter's query is the question itself, which
+    the environment also uses when the rewriter is ablated, so the rewriter never matters (a dummy)."""
+    env = task.make_env()
+    env.reset(seed=task.seed, options=dict(task.options))
+    gold = env.instance.answer
+
+    def reply(request, k):
+        system = request.messages[0]["content"]
+        if system == prompts.REWRITER_SYSTEM:
+            return "### " + request.messages[-1]["content"].removeprefix("Original question is ") + " ###"
+        if "identify and output the IDs" in system:
+            return "none of them" if bad_reranker_on and request.tag.episode_id.endswith(bad_reranker_on) else "Document0"
+        return gold if "Document 0" in request.messages[-1]["content"] else "unknown"
+
+    return ScriptedEngine(reply)
+
+
+def play(config: CreditConfig, bad_reranker_on: str | None = None, G: int = 2):
+    tasks = make_tasks("mass", seeds=[0], split="train")
+    algo_config = MATPO.config_cls(G=G)
+    out = rollout(tasks, shapley_plan(MATPO.sampling_plan(algo_config), config), engine_for(tasks[0], bad_reranker_on),
+                  sigma=None, sampling=SamplingParams(seed=0))
+    return out, algo_config
+
+
+def test_exact_shapley_credit_of_a_known_game():
+    """v(S) = 1 iff reranker and answerer are both present: φ = (0, 1/2, 1/2)."""
+    config = CreditConfig(credit="shapley", credit_level="agent")
+    out, algo_config = play(config)
+    real = out.real_episodes
+    assert len(real) == 2 and all(episode_value(out, ep) == 1.0 for ep in real)
+    replays = [ep for ep in out.episodes if ep.counterfactual is not None]
+    assert len(replays) == 2 * (2**3 - 1)
+    for ep in replays:
+        expected = 0.0 if ep.counterfactual.absent & {"reranker", "answerer"} else 1.0
+        assert episode_value(out, ep) == expected, ep.episode_id
+        masked = [out.samples[s] for s in ep.sample_ids if out.samples[s].role in ep.counterfactual.absent]
+        assert [s.text for s in masked] == [""] * len(ep.counterfactual.absent)  # mass: a masked role passes nothing on
+    stats = assign_advantages(out, MATPO, algo_config, credit=lambda r: assign_shapley(r, config))
+    credits = {s.role: s.credit for s in out.samples if s.trainable}
+    assert credits == pytest.approx({"rewriter": 0.0, "reranker": 0.5, "answerer": 0.5})
+    assert stats["credit/replays"] == 14.0
+
+
+def test_message_level_credit_conserves_each_agents_value():
+    config = CreditConfig(credit="shapley", credit_level="message", judge="info")
+    out, algo_config = play(config)
+    assign_advantages(out, MATPO, algo_config, credit=lambda r: assign_shapley(r, config))
+    for ep in out.real_episodes:
+        total = sum(out.samples[s].credit for s in ep.sample_ids)
+        assert total == pytest.approx(1.0)  # Σ_{i,t} r_{i,t} = v(N) - v(∅) = 1 (Eq. 10)
+
+
+def test_monte_carlo_replays_only_the_coalitions_its_permutations_visit():
+    config = CreditConfig(credit="shapley", shapley_estimator="mc", shapley_permutations=1, credit_level="agent")
+    out, algo_config = play(config)
+    for ep in out.real_episodes:
+        perms = permutations(ep.episode_id, list(ROLES), config)
+        visited = permutation_coalitions(perms)
+        assert len(visited) == 4  # n + 1 prefixes of one permutation
+        replays = [r for r in out.episodes if r.counterfactual is not None and r.counterfactual.of == ep.episode_id]
+        assert {frozenset(ROLES) - r.counterfactual.absent for r in replays} == set(visited) - {frozenset(ROLES)}
+    assign_advantages(out, MATPO, algo_config, credit=lambda r: assign_shapley(r, config))
+    # One permutation: each agent gets its marginal value at its position; they still sum to v(N) - v(∅).
+    for ep in out.real_episodes:
+        assert sum({out.samples[s].role: out.samples[s].credit for s in ep.sample_ids}.values()) == pytest.approx(1.0)
+
+
+def test_failure_route_pairs_the_first_error_with_a_better_reply_to_the_same_prompt():
+    out, _ = play(CreditConfig(credit="shapley"), bad_reranker_on="g1")
+    values = {ep.episode_id.rsplit("/", 1)[-1]: episode_value(out, ep) for ep in out.real_episodes}
+    assert values == {"g0": 1.0, "g1": 0.0}
+    pairs, stats = preference_pairs(out)
+    assert stats == {"dpo/failed_episodes": 1.0, "dpo/pairs": 1.0, "dpo/judge_calls": 2.0}  # ⌈log2(3 + 1)⌉ prefix checks
+    (pair,) = pairs
+    assert pair.agent == "reranker" and pair.meta["t"] == 2
+    assert pair.rejected.text == "none of them" and pair.chosen.text == "Document0"
+    assert pair.chosen.messages == pair.rejected.messages  # y+ and y- answer one prompt
+
+
+def test_config_errors():
+    from llm_marl.config import RunConfig
+    from llm_marl.trainer import TrainConfig
+
+    with pytest.raises(ValueError, match="sharp computes its own"):
+        TrainConfig(run=RunConfig(algo="sharp", env="deep_search"), credit=CreditConfig(credit="shapley"))
+    with pytest.raises(ValueError, match="--shapley-permutations"):
+        CreditConfig(shapley_permutations=0)
