@@ -90,7 +90,9 @@ def cmd_train(args: argparse.Namespace) -> int:
         from llm_marl_envs.registry import get as get_env
 
         get_env(config.run.env)  # unknown env / variant / model errors surface before anything loads
-        config.env_kwargs()
+        from llm_marl_envs.registry import make_raw
+
+        algorithm.check_env(make_raw(config.run.env, **config.env_kwargs()), config.algo)
         from llm_marl.models import resolve_model
 
         resolve_model(config.model.model)

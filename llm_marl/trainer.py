@@ -242,7 +242,7 @@ def step_metrics(out: Rollout) -> dict[str, float]:
 def trajectory_records(out: Rollout) -> list[dict[str, Any]]:
     return [{
         "sample_id": s.sample_id, "task_id": s.task_id, "episode_id": s.episode_id, "role": s.role, "turn": s.turn,
-        "candidate": s.candidate, "selected": s.selected, "adapter": s.adapter, "reward": s.reward, "credit": s.credit,
+        "candidate": s.candidate, "selected": s.selected, "trainable": s.trainable, "adapter": s.adapter, "reward": s.reward, "credit": s.credit,
         "group_key": repr(s.group_key), "advantage": s.advantage, "text": s.text,
         "info": {k: v for k, v in s.info.items() if k in ("team_reward", "local_reward", "local_terms", "mask", "parse_error", "success")},
     } for s in out.samples]
@@ -272,8 +272,13 @@ def build_engine(config: TrainConfig, policy: Any) -> Any:
     return make_engine("vllm", policy_set=policy)
 
 
-def train(config: TrainConfig, resume: str | None = None, log: Any = print) -> RunDir:
-    """Run (or resume) training; returns the run directory."""
+def train(config: TrainConfig, resume: str | None = None, log: Any = print,
+          engine_factory: Any = None) -> RunDir:
+    """Run (or resume) training; returns the run directory.
+
+    `engine_factory(policy)` replaces the configured engine (a custom backend, or a scripted engine in
+    tests); the trainer then recomputes the old log-probs with its own model.
+    """
     from llm_marl.policies import LoRAConfig, PolicySet, set_deterministic
     from llm_marl_envs.registry import make_raw
 
@@ -314,7 +319,8 @@ def train(config: TrainConfig, resume: str | None = None, log: Any = print) -> R
         run.truncate_after(0)
         log(f"no checkpoint in {run.path}: starting it from step 1")
 
-    engine = build_engine(config, policy)
+    engine = build_engine(config, policy) if engine_factory is None else engine_factory(policy)
+    own_logprobs = config.model.engine == "hf" and engine_factory is None
     plan = algorithm.sampling_plan(config.algo)
     if config.credit.enabled:
         plan = shapley_plan(plan, config.credit)
@@ -337,7 +343,7 @@ def train(config: TrainConfig, resume: str | None = None, log: Any = print) -> R
             metrics = step_metrics(out)
             credit = (lambda r: assign_shapley(r, config.credit)) if config.credit.enabled else None
             metrics.update(assign_advantages(out, algorithm, config.algo, AdvantageConfig(), credit=credit))
-            if config.model.engine != "hf":
+            if not own_logprobs:
                 recompute_old_logprobs(policy, out.samples, sampling.temperature)
             rng = np.random.default_rng(step_seeds(run_cfg.seed + 2, step, 1)[0])
             metrics.update(update_policy(policy, optimizers, out.samples, config.optim, loss_config, sampling.temperature, segment, rng))

@@ -30,12 +30,13 @@ def gold_of(task) -> str:
     return env.instance.answer
 
 
-def case_study_engine(gold: str) -> ScriptedEngine:
+def case_study_engine(gold: str | dict[str, str], tokenizer=None) -> ScriptedEngine:
     """Line g0 is F.1: the worker finds the answer, without it the planner guesses wrong.
     Line g1 is F.2: the worker reports a wrong answer (after two invalid calls and a valid one), without it
     the planner's own answer is right."""
 
     def reply(request, k):
+        answer = gold if isinstance(gold, str) else gold[request.tag.task_id]
         line = re.search(r"/(g\d)", request.tag.episode_id).group(1)
         replay = "/without:" in request.tag.episode_id
         chat = request.messages
@@ -45,7 +46,7 @@ def case_study_engine(gold: str) -> ScriptedEngine:
                 return "I will delegate.\n" + tool_call("browsing_agent", "search_and_browse", {"subtask": "find it"})
             if MASKED in last:  # the worker was ablated: the planner answers from its prior
                 assert replay
-                return "\\boxed{" + ("Somewhere" if line == "g0" else gold) + "}"
+                return "\\boxed{" + ("Somewhere" if line == "g0" else answer) + "}"
             return "\\boxed{" + re.search(r"\*\*(.+?)\*\*", last).group(1) + "}"
         done = sum(m["role"] == "assistant" for m in chat)
         calls = [tool_call("llm-marl-search", "search", {"query": "find it"})]
@@ -53,9 +54,9 @@ def case_study_engine(gold: str) -> ScriptedEngine:
             calls = [tool_call("llm-marl-search", "bogus", {})] * 2 + calls
         if done < len(calls):
             return calls[done]
-        return SUMMARY.format(value=gold if line == "g0" else WRONG)
+        return SUMMARY.format(value=answer if line == "g0" else WRONG)
 
-    return ScriptedEngine(reply)
+    return ScriptedEngine(reply, tokenizer)
 
 
 def run_case_studies(p: float = 1.0):

@@ -1,0 +1,117 @@
+"""One training step of MHGPO (each sampling) on mass_v0 and of SHARP on deep_search_v0 with tiny-random,
+`--credit shapley` with the DPO failure route, and the CLI's paper defaults (issue 6).
+
+MHGPO runs through the real HF engine. tiny-random's replies earn nearly constant rewards, so
+the SHARP and Shapley steps sample from scripted agents (the paper's case studies) through the
+trainer's `engine_factory`, with the policy's own tokenizer: the update then sees real credit
+differences, and the trainer recomputes the old log-probs with its model.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from llm_marl.algorithms.mhgpo import Config as MHGPOConfig
+from llm_marl.algorithms.mhgpo import ForkOn
+from llm_marl.config import ModelConfig, OptimConfig, RunConfig, SamplingConfig
+from llm_marl.credit.team import CreditConfig
+from llm_marl.rollout import make_tasks
+from llm_marl.trainer import TrainConfig, step_seeds, train
+from llm_marl_envs import mass_v0
+from tests.test_credit_team import engine_for
+from tests.test_sharp import case_study_engine, gold_of
+
+
+def config(out: Path, env: str, algo: str, envs: int = 2, env_args: dict | None = None, credit: CreditConfig | None = None,
+           **algo_kw) -> TrainConfig:
+    return TrainConfig(
+        model=ModelConfig(model="tiny-random", lora_r=4, lora_alpha=8),
+        sampling=SamplingConfig(temperature=1.0, max_new_tokens=24),
+        optim=OptimConfig(lr=5e-3, minibatch_size=16, kl_beta=0.001 if algo == "mhgpo" else 0.0,
+                          ratio_level="sequence" if algo == "sharp" else "token", loss_agg="seq-mean"),
+        run=RunConfig(env=env, env_args=env_args or {}, algo=algo, steps=1, envs_per_step=envs, seed=0, out_dir=str(out),
+                      progress=False),
+        algo=algo_kw or None, credit=credit or CreditConfig(),
+    )
+
+
+def lora_b_moved(run_path: Path) -> bool:
+    tensors = load_file(str(run_path / "adapters" / "shared" / "adapter_model.safetensors"))
+    return any(float(t.abs().sum()) > 0 for name, t in tensors.items() if "lora_B" in name)
+
+
+def expected_completions(sampling: str, G: int, tasks) -> int:
+    """Replies sampled by fork_on on the 3-agent chain: j prefix replies before the fork agent (index j), then G per agent."""
+    env = mass_v0.raw_env()
+    env.reset(seed=0)
+    plan = ForkOn(MHGPOConfig(G=G, sampling=sampling))
+    return sum(j + G * (3 - j) for t in tasks for j in (["rewriter", "reranker", "answerer"].index(f) for f in plan.fork_agents(t, env)))
+
+
+@pytest.mark.parametrize("sampling", ["is", "fof", "rr"])
+def test_one_mhgpo_step_per_sampling_on_mass(tmp_path, sampling):
+    run = train(config(tmp_path, "mass", "mhgpo", G=2, sampling=sampling), log=lambda *_: None)
+    [metrics] = run.metrics()
+    tasks = make_tasks("mass", step_seeds(0, 1, 2), split="train")
+    assert metrics["rollout/completions"] == expected_completions(sampling, 2, tasks)
+    assert metrics["samples/trainable"] == 2 * 3 * 2  # IS: n × G per query; FoF/RR: every reply of the G lines
+    assert metrics["rollout/counterfactual_completions"] == 0
+    # β = 0.001 > 0: every sample enters the loss (the KL term), none is skipped.
+    assert metrics["update/shared/skipped_zero_advantage"] == 0 and "loss/shared/kl_ref" in metrics
+    records = [json.loads(line) for line in (run.path / "trajectories" / "step_000001.jsonl").read_text().splitlines()]
+    assert sum(r["trainable"] for r in records) == 12 and all(r["group_key"] != "None" for r in records if r["trainable"])
+
+
+def test_one_sharp_step_on_deep_search_logs_counterfactual_generations(tmp_path):
+    cfg = config(tmp_path, "deep_search", "sharp", envs=1, env_args={"max_calls": 2}, G=2)
+    tasks = make_tasks("deep_search", step_seeds(0, 1, 1), split="train", env_kwargs={"max_calls": 2})
+    gold = {t.task_id: gold_of(t) for t in tasks}
+    run = train(cfg, log=lambda *_: None, engine_factory=lambda policy: case_study_engine(gold, policy.tokenizer))
+    [metrics] = run.metrics()
+    assert metrics["rollout/counterfactual_episodes"] == 2
+    assert metrics["rollout/counterfactual_completions"] == 2 and metrics["rollout/counterfactual_fixed_replies"] == 2
+    assert metrics["reward/success_rate"] == 0.5  # replays are not counted as played episodes
+    assert metrics["advantage/members"] == 4 and metrics["advantage/zero_std_groups"] == 0
+    assert lora_b_moved(run.path)
+
+
+def test_credit_shapley_with_the_dpo_failure_route(tmp_path):
+    cfg = config(tmp_path, "mass", "matpo", envs=1, G=2,
+                 credit=CreditConfig(credit="shapley", credit_level="agent", dpo_beta=0.1))
+    [task] = make_tasks("mass", step_seeds(0, 1, 1), split="train")
+    run = train(cfg, log=lambda *_: None, engine_factory=lambda policy: _tokenized(engine_for(task, bad_reranker_on="g1"), policy))
+    [metrics] = run.metrics()
+    assert metrics["rollout/counterfactual_episodes"] == 2 * 7  # exact Shapley: 2^3 - 1 replays per episode
+    assert metrics["dpo/pairs"] == 1 and metrics["dpo/failed_episodes"] == 1
+    # The DPO step runs after the policy-gradient step, so π already differs from the reference: loss ≠ log 2.
+    assert 0 < metrics["dpo/shared/loss"] < 2 and metrics["dpo/shared/loss"] != pytest.approx(float(torch.log(torch.tensor(2.0))))
+    assert lora_b_moved(run.path)
+    saved = json.loads((run.path / "config.json").read_text())
+    assert saved["credit"]["credit"] == "shapley"
+
+
+def _tokenized(engine, policy):
+    engine.tokenizer = policy.tokenizer
+    return engine
+
+
+def test_cli_applies_each_papers_loss_defaults(tmp_path):
+    from llm_marl.cli import main
+
+    for algo, env, extra, expected in [
+        ("mhgpo", "mass", ["--sampling", "rr", "--G", "2"], {"kl_beta": 0.001, "loss_agg": "seq-mean"}),
+        ("sharp", "deep_search", ["--G", "2", "--env-arg", "max_calls=1"], {"ratio_level": "sequence", "loss_agg": "seq-mean"}),
+    ]:
+        assert main(["train", "--algo", algo, "--env", env, "--model", "tiny-random", "--steps", "1", "--max-new-tokens", "8",
+                     "--out-dir", str(tmp_path), "--run-name", algo, "--no-progress", *extra]) == 0
+        saved = json.loads((tmp_path / algo / "config.json").read_text())
+        assert {k: saved["optim"][k] for k in expected} == expected
+    assert main(["train", "--algo", "mhgpo", "--env", "mass", "--model", "tiny-random", "--kl-beta", "0", "--steps", "1",
+                 "--max-new-tokens", "8", "--out-dir", str(tmp_path), "--run-name", "flag", "--no-progress"]) == 0
+    assert json.loads((tmp_path / "flag" / "config.json").read_text())["optim"]["kl_beta"] == 0.0  # a flag wins
+    assert main(["train", "--algo", "sharp", "--env", "mass", "--model", "tiny-random"]) == 2  # no delegation
