@@ -66,9 +66,10 @@ class TrainConfig:
             self.algo = algorithm.config_cls(**self.algo)
         if isinstance(self.credit, dict):
             self.credit = CreditConfig(**self.credit)
-        if self.credit.enabled and algorithm.id == "sharp":
-            raise ValueError("sharp computes its own counterfactual credit; --credit shapley replaces an algorithm's "
-                             "credit: use it with grpo, matpo or mhgpo")
+        if self.credit.enabled and algorithm.id in ("sharp", "at-grpo"):
+            why = ("sharp computes its own counterfactual credit" if algorithm.id == "sharp" else
+                   "at-grpo trains tree candidates that lost the argmax, which no played episode (and so no replay) scores")
+            raise ValueError(f"--credit shapley does not apply to {algorithm.id}: {why}; use it with grpo, matpo or mhgpo")
 
     @property
     def algorithm(self) -> Algorithm:

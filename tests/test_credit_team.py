@@ -106,5 +106,7 @@ def test_config_errors():
 
     with pytest.raises(ValueError, match="sharp computes its own"):
         TrainConfig(run=RunConfig(algo="sharp", env="deep_search"), credit=CreditConfig(credit="shapley"))
+    with pytest.raises(ValueError, match="lost the argmax"):
+        TrainConfig(run=RunConfig(algo="at-grpo"), credit=CreditConfig(credit="shapley"))
     with pytest.raises(ValueError, match="--shapley-permutations"):
         CreditConfig(shapley_permutations=0)

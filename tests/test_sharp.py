@@ -112,7 +112,7 @@ def test_replays_are_masked_untrained_and_share_the_rollout_waves():
     # One fixed (masked) reply and one regenerated planner answer per replay.
     assert out.stats["counterfactual_episodes"] == 2
     assert out.stats["counterfactual_fixed_replies"] == 2 and out.stats["counterfactual_completions"] == 2
-    # g0 ends two turns before g1, so its replay's planner answers while g1 is still playing: same engine call.
+    # A replay starts at the worker's first turn and runs alongside the original lines: shared engine calls.
     mixed = [call for call in engine.calls if {("/without:" in r.tag.episode_id) for r in call} == {True, False}]
     assert mixed
 

@@ -81,7 +81,7 @@ def test_one_sharp_step_on_deep_search_logs_counterfactual_generations(tmp_path)
 
 
 def test_credit_shapley_with_the_dpo_failure_route(tmp_path):
-    cfg = config(tmp_path, "mass", "matpo", envs=1, G=2,
+    cfg = config(tmp_path, "mass", "mhgpo", envs=1, G=2, sampling="fof",
                  credit=CreditConfig(credit="shapley", credit_level="agent", dpo_beta=0.1))
     [task] = make_tasks("mass", step_seeds(0, 1, 1), split="train")
     run = train(cfg, log=lambda *_: None, engine_factory=lambda policy: _tokenized(engine_for(task, bad_reranker_on="g1"), policy))
@@ -106,6 +106,7 @@ def test_cli_applies_each_papers_loss_defaults(tmp_path):
     for algo, env, extra, expected in [
         ("mhgpo", "mass", ["--sampling", "rr", "--G", "2"], {"kl_beta": 0.001, "loss_agg": "seq-mean"}),
         ("sharp", "deep_search", ["--G", "2", "--env-arg", "max_calls=1"], {"ratio_level": "sequence", "loss_agg": "seq-mean"}),
+        ("matpo", "mass", ["--G", "2", "--planner-role", "answerer"], {"kl_beta": 0.0, "ratio_level": "token"}),
     ]:
         assert main(["train", "--algo", algo, "--env", env, "--model", "tiny-random", "--steps", "1", "--max-new-tokens", "8",
                      "--out-dir", str(tmp_path), "--run-name", algo, "--no-progress", *extra]) == 0
@@ -115,3 +116,22 @@ def test_cli_applies_each_papers_loss_defaults(tmp_path):
                  "--max-new-tokens", "8", "--out-dir", str(tmp_path), "--run-name", "flag", "--no-progress"]) == 0
     assert json.loads((tmp_path / "flag" / "config.json").read_text())["optim"]["kl_beta"] == 0.0  # a flag wins
     assert main(["train", "--algo", "sharp", "--env", "mass", "--model", "tiny-random"]) == 2  # no delegation
+    assert main(["train", "--algo", "matpo", "--env", "mass", "--model", "tiny-random"]) == 2  # no planner: name the role
+
+
+def test_readme_credit_commands_run_with_a_tiny_model(tmp_path):
+    """The README's MHGPO / SHARP / --credit shapley lines, run as written plus a tiny model and one short step."""
+    import re
+    import shlex
+
+    from llm_marl.cli import main
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    lines = [line for line in re.findall(r"^llm-marl train .*$", readme, re.M)
+             if re.search(r"--algo (mhgpo|sharp)|--credit shapley", line)]
+    assert len(lines) == 3
+    for i, line in enumerate(lines):
+        argv = shlex.split(line)[1:] + ["--model", "tiny-random", "--steps", "1", "--G", "2", "--max-new-tokens", "8",
+                                        "--out-dir", str(tmp_path), "--run-name", f"r{i}", "--no-progress"]
+        assert main(argv) == 0, line
+        assert json.loads((tmp_path / f"r{i}" / "metrics.jsonl").read_text().splitlines()[0])["step"] == 1

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from llm_marl.config import opt
 from llm_marl.rollout import Episode, Sample, SamplingPlan, parallel
@@ -53,6 +53,13 @@ class Config:
     def __post_init__(self) -> None:
         if self.G < 2:
             raise ValueError(f"MATPO needs G >= 2 rollouts per query to compare (got G={self.G}); use --G 4")
+
+
+def check_env(env: Any, config: Config) -> None:
+    roles = list(env.possible_agents)
+    if config.planner_role not in roles:
+        raise ValueError(f"MATPO reads acc and fmt from the final infos of {config.planner_role!r}, which this environment "
+                         f"does not have (roles: {', '.join(roles)}); pass --planner-role with the role that answers")
 
 
 def sampling_plan(config: Config) -> SamplingPlan:

@@ -6,8 +6,9 @@ Paper: "SHARP" (`../shared/papers/sharp-shapley-credit.txt`): Eq. 7-15, Alg. 1, 
 - Sampling plan: `parallel(G)` rollouts of the planner and the workers it calls, plus one
   counterfactual replay per evaluated worker m: the episode replayed from just before m's first
   turn with m's output masked (`masked_reply`: a summary with no content), the planner and later
-  workers regenerating (`llm_marl.rollout.replay`). Replays share the engine waves of the ordinary
-  rollouts; `rollout/counterfactual_completions` counts their generations.
+  workers regenerating (`llm_marl.rollout.replay`). A replay starts at m's first turn and runs
+  alongside the rest of the trajectory, in the same engine waves; `rollout/counterfactual_completions`
+  counts its generations.
 - Credit of agent m on trajectory τ_i (Alg. 1):
     R^b = R_acc(τ_i) (Eq. 7, broadcast), R^tool = valid calls / calls of m (Eq. 9, 0 without calls),
     credit_m = R_acc(τ_i) - R_acc(τ_i without m) (Eq. 11-12) for each evaluated worker, 0 for workers
@@ -93,10 +94,11 @@ def evaluated(episode_id: str, worker: str, p: float) -> bool:
 
 
 def sampling_plan(config: Config) -> SamplingPlan:
-    def choose(episode: Episode, players: list[str]) -> list[frozenset[str]]:
-        return [frozenset({m}) for m in players if is_worker(m, config) and evaluated(episode.episode_id, m, config.sparsify_p)]
+    def choose(episode_id: str, players: list[str]) -> list[frozenset[str]]:
+        return [frozenset({m}) for m in players if is_worker(m, config) and evaluated(episode_id, m, config.sparsify_p)]
 
-    return Replays(parallel(config.G), choose, baseline=config.baseline, track=lambda role: is_worker(role, config))
+    # Eager: a worker's replay starts at its first turn and runs alongside the rest of the trajectory.
+    return Replays(parallel(config.G), choose, baseline=config.baseline, track=lambda role: is_worker(role, config), eager=True)
 
 
 def tool_reward(rollout: Rollout, episode: Episode, role: str, config: Config) -> float:

@@ -77,9 +77,9 @@ def coalitions(episode_id: str, players: list[str], config: CreditConfig) -> lis
 def shapley_plan(base: SamplingPlan, config: CreditConfig) -> SamplingPlan:
     """`base` plus one replay per coalition the estimator needs (absent = players outside it)."""
 
-    def choose(episode: Episode, players: list[str]) -> list[frozenset[str]]:
+    def choose(episode_id: str, players: list[str]) -> list[frozenset[str]]:
         full = frozenset(players)
-        return [full - s for s in coalitions(episode.episode_id, players, config) if s != full]
+        return [full - s for s in coalitions(episode_id, players, config) if s != full]
 
     return Replays(base, choose, baseline=config.shapley_baseline)
 

@@ -245,9 +245,7 @@ def rollout(tasks: list[Task], plan: SamplingPlan, engine: Engine, sigma: Sigma 
             branch = queue.pop(0)
             if is_done(branch.env) or branch.steps >= max_steps:
                 episode = rec.finish(branch, cut=not is_done(branch.env))
-                spawned = plan.finished(branch, episode)
-                stats["counterfactual_episodes"] += sum(b.counterfactual is not None for b in spawned)
-                queue.extend(spawned)  # replays join this very wave
+                queue.extend(plan.finished(branch, episode))  # replays join this very wave
                 continue
             agent = branch.env.agent_selection
             obs = branch.env.observe(agent)
@@ -294,4 +292,5 @@ def rollout(tasks: list[Task], plan: SamplingPlan, engine: Engine, sigma: Sigma 
     stats["samples"] = len(rec.samples)
     stats["episodes"] = len(rec.episodes)
     stats["cut_episodes"] = sum(ep.cut for ep in rec.episodes)
+    stats["counterfactual_episodes"] = sum(ep.counterfactual is not None for ep in rec.episodes)
     return Rollout(samples=rec.samples, episodes=rec.episodes, stats=stats)

@@ -27,7 +27,8 @@ from .plans import Branch, Counterfactual, Decision, SamplingPlan
 from .samples import Episode, Rollout
 
 BASELINES = ("masked", "noop", "reference")
-Choose = Callable[[Episode, Sequence[str]], list[frozenset[str]]]
+Choose = Callable[[str, Sequence[str]], list[frozenset[str]]]
+"""(episode id, players in order of first turn) -> the sets of absent agents to replay."""
 
 
 def episode_value(rollout_or_samples: Any, episode: Episode) -> float:
@@ -56,10 +57,16 @@ def replay_values(rollout: Rollout) -> dict[tuple[str, frozenset[str]], float]:
 
 
 class Replays(SamplingPlan):
-    """`base`'s rollouts plus, for each finished real episode, the replays `choose` asks for."""
+    """`base`'s rollouts plus, for each finished real episode, the replays `choose` asks for.
+
+    `eager=True` starts a replay at the first turn of its first absent agent instead of at the end of
+    the episode, so it runs alongside the original line (fewer waves). It needs a `choose` that can
+    decide from the players seen so far (SHARP: one replay per worker) and a base plan that does not
+    rename the line after that turn (e.g. `parallel`, not MHGPO's forks).
+    """
 
     def __init__(self, base: SamplingPlan, choose: Choose, baseline: str = "masked",
-                 track: Callable[[str], bool] = lambda role: True):
+                 track: Callable[[str], bool] = lambda role: True, eager: bool = False):
         if baseline not in BASELINES:
             raise ValueError(f"baseline must be one of {', '.join(BASELINES)}, got {baseline!r}")
         self.base = base
@@ -67,6 +74,7 @@ class Replays(SamplingPlan):
         self.baseline = baseline
         self.track = track
         """Roles whose first turn is snapshotted (only those can be ablated)."""
+        self.eager = eager
         self.name = f"{base.name}+replays"
 
     def start(self, task: Any, env: Any) -> list[Branch]:
@@ -88,27 +96,39 @@ class Replays(SamplingPlan):
         branch = turn.branch
         if branch.counterfactual is not None:
             return [turn.step(0, fork=False).branch]
-        if turn.agent not in branch.snapshots and self.track(turn.agent):
+        first_turn = turn.agent not in branch.snapshots and self.track(turn.agent)
+        if first_turn:
             branch.snapshots[turn.agent] = turn.snapshot()
-        return self.base.expand(turn)
+        out = self.base.expand(turn)
+        if first_turn and self.eager:
+            out += self._spawn(branch, branch.episode_id, only_first=turn.agent)
+        return out
 
     def finished(self, branch: Branch, episode: Episode) -> list[Branch]:
         if branch.counterfactual is not None:
             return []
-        players = list(branch.snapshots)  # insertion order = order of first turns
         out = list(self.base.finished(branch, episode))
-        for absent in self.choose(episode, players):
+        if not self.eager:
+            out += self._spawn(branch, episode.episode_id)
+        return out
+
+    def _spawn(self, branch: Branch, episode_id: str, only_first: str | None = None) -> list[Branch]:
+        """Replay branches for the coalitions `choose` names (those whose first absent agent is `only_first`)."""
+        players = list(branch.snapshots)  # insertion order = order of first turns
+        out = []
+        for absent in self.choose(episode_id, players):
             absent = frozenset(absent)
             unknown = absent - set(players)
             if unknown:
-                raise ValueError(f"cannot ablate {sorted(unknown)} in {episode.episode_id}: they never acted "
-                                 f"(players: {players})")
+                raise ValueError(f"cannot ablate {sorted(unknown)} in {episode_id}: they never acted (players: {players})")
             if not absent:
                 continue
             first = min(absent, key=players.index)
+            if only_first is not None and first != only_first:
+                continue
             snap = branch.snapshots[first]
-            cf = Counterfactual(of=episode.episode_id, absent=absent, baseline=self.baseline)
-            out.append(Branch(env=snap.env.fork(), task=snap.task, episode_id=f"{episode.episode_id}/without:{'+'.join(sorted(absent))}",
+            cf = Counterfactual(of=episode_id, absent=absent, baseline=self.baseline)
+            out.append(Branch(env=snap.env.fork(), task=snap.task, episode_id=f"{episode_id}/without:{'+'.join(sorted(absent))}",
                               path=list(snap.path), steps=snap.steps, infos=dict(snap.infos), data=dict(snap.data),
                               counterfactual=cf))
         return out
