@@ -110,3 +110,50 @@ def test_config_errors():
         TrainConfig(run=RunConfig(algo="at-grpo"), credit=CreditConfig(credit="shapley"))
     with pytest.raises(ValueError, match="--shapley-permutations"):
         CreditConfig(shapley_permutations=0)
+
+
+class _LabelServer:
+    """An OpenAI-compatible endpoint that labels a message by a keyword in it."""
+
+    def __init__(self):
+        import json
+        import threading
+        from http.server import BaseHTTPRequestHandler, HTTPServer
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):  # noqa: N802 (http.server API)
+                prompt = json.loads(self.rfile.read(int(self.headers["Content-Length"])))["messages"][0]["content"]
+                message = prompt.split('Message of agent "', 1)[1].split("\n\nDoes this message", 1)[0]
+                word = "ALIGNED" if "search" in message else "COUNTER" if "undo" in message else "maybe?"
+                reply = json.dumps({"choices": [{"message": {"role": "assistant", "content": word}}]}).encode()
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(reply)))
+                self.end_headers()
+                self.wfile.write(reply)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = HTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_port}/v1"
+
+
+def test_llm_judge_labels_messages_and_falls_back_to_neutral():
+    from llm_marl.credit.llm_judge import LLMJudge
+    from llm_marl.credit.message import Message, message_rewards
+    from llm_marl_envs.search.judge import JudgeConfig
+
+    server = _LabelServer()
+    try:
+        judge = LLMJudge(JudgeConfig(base_url=server.url, model="m"))
+        messages = [Message("a", 0, "search the wiki"), Message("b", 1, "hello"), Message("a", 2, "undo that")]
+        out = message_rewards(messages, {"a": 0.6, "b": 0.4}, judge, conserve=False)
+        assert out.labels == [1, 0, -1] and judge.calls == 3 and len(judge.errors) == 1  # "maybe?" is unreadable
+        assert out.rewards == pytest.approx([0.3, 0.0, -0.3])  # Eq. 9: s·|s|/S·φ with S_a = 2; b: uniform fallback, s = 0
+    finally:
+        server.server.shutdown()
+    dead = LLMJudge(JudgeConfig(base_url="http://127.0.0.1:9/v1", timeout_s=2))
+    assert dead(messages[:1], messages[1]) == 0 and "judge failed" in dead.errors[0]
+    with pytest.raises(ValueError, match="--judge-url"):
+        CreditConfig(judge="api")

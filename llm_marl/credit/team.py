@@ -48,7 +48,9 @@ class CreditConfig:
     shapley_permutations: int = opt(4, "Monte Carlo permutations M per episode")
     shapley_baseline: Literal["masked", "noop", "reference"] = opt("masked", "what absent agents emit in coalition replays: masked output, no-op, or the frozen reference model")
     credit_level: Literal["agent", "message"] = opt("message", "give each reply its agent's φ, or a share of it by the judge's signed labels (Eq. 6-10)")
-    judge: Literal["info", "constant"] = opt("info", "message judge: info (labels from the environment's parse errors and penalties) or constant (+1)")
+    judge: Literal["info", "constant", "api"] = opt("info", "message judge: info (labels from the environment's parse errors and penalties), constant (+1), or api (an LLM at --judge-url)")
+    judge_url: str = opt("", "OpenAI-compatible API root of the api judge, e.g. http://localhost:8000/v1")
+    judge_model: str = opt("gpt-4o-mini", "model name the api judge requests")
     dpo_beta: float = opt(0.0, "failure route: DPO β on first-error preference pairs (0 = off)")
 
     def __post_init__(self) -> None:
@@ -56,6 +58,8 @@ class CreditConfig:
             raise ValueError(f"--shapley-permutations must be >= 1, got {self.shapley_permutations}")
         if self.dpo_beta < 0:
             raise ValueError(f"--dpo-beta must be >= 0, got {self.dpo_beta}")
+        if self.judge == "api" and not self.judge_url:
+            raise ValueError("--judge api needs --judge-url (an OpenAI-compatible endpoint such as http://localhost:8000/v1)")
 
     @property
     def enabled(self) -> bool:
@@ -102,7 +106,13 @@ def episode_shapley(rollout: Rollout, episode: Episode, config: CreditConfig,
     return monte_carlo_shapley(players, v, permutations(episode.episode_id, players, config))
 
 
-def _judge(config: CreditConfig) -> Any:
+def make_judge(config: CreditConfig) -> Any:
+    if config.judge == "api":
+        from llm_marl_envs.search.judge import JudgeConfig
+
+        from .llm_judge import LLMJudge
+
+        return LLMJudge(JudgeConfig(base_url=config.judge_url, model=config.judge_model))
     return InfoJudge() if config.judge == "info" else ConstantJudge()
 
 
@@ -111,6 +121,7 @@ def assign_shapley(rollout: Rollout, config: CreditConfig) -> dict[str, float]:
     values = replay_values(rollout)
     per_sample: dict[int, list[float]] = {}
     phis: list[float] = []
+    judge = make_judge(config)
     for ep in rollout.real_episodes:
         phi = episode_shapley(rollout, ep, config, values)
         phis.extend(phi.values())
@@ -119,7 +130,7 @@ def assign_shapley(rollout: Rollout, config: CreditConfig) -> dict[str, float]:
             rewards = [phi[s.role] for s in samples]
         else:
             messages = [Message(agent=s.role, index=j, text=s.text, info=s.info) for j, s in enumerate(samples)]
-            rewards = message_rewards(messages, phi, _judge(config)).rewards
+            rewards = message_rewards(messages, phi, judge).rewards
         for s, r in zip(samples, rewards):
             per_sample.setdefault(s.sample_id, []).append(float(r))
     for s in rollout.samples:
@@ -131,7 +142,10 @@ def assign_shapley(rollout: Rollout, config: CreditConfig) -> dict[str, float]:
                              "grpo, matpo and mhgpo")
         s.credit = float(np.mean(per_sample[s.sample_id]))
     replays = [ep for ep in rollout.episodes if ep.counterfactual is not None]
-    return {"credit/shapley_mean": float(np.mean(phis)) if phis else 0.0, "credit/replays": float(len(replays))}
+    out = {"credit/shapley_mean": float(np.mean(phis)) if phis else 0.0, "credit/replays": float(len(replays))}
+    if hasattr(judge, "errors"):
+        out.update({"credit/judge_calls": float(judge.calls), "credit/judge_errors": float(len(judge.errors))})
+    return out
 
 
 # ---------------------------------------------------------------------------- failure route

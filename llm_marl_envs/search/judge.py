@@ -46,14 +46,9 @@ class JudgeConfig:
         raise ValueError(f"judge must be a JudgeConfig, a dict of its fields or None, got {type(value).__name__}")
 
 
-def judge(config: JudgeConfig, question: str, gold: str, prediction: str) -> tuple[bool | None, str | None]:
-    """(verdict, None) or (None, error)."""
-    body = {
-        "model": config.model,
-        "messages": [{"role": "user", "content": JUDGE_PROMPT.format(question=question, gold=gold, prediction=prediction)}],
-        "temperature": 0,
-        "max_tokens": 8,
-    }
+def chat_completion(config: JudgeConfig, prompt: str, max_tokens: int = 8) -> tuple[str | None, str | None]:
+    """(reply text, None) or (None, error) from one greedy chat completion; never raises on I/O."""
+    body = {"model": config.model, "messages": [{"role": "user", "content": prompt}], "temperature": 0, "max_tokens": max_tokens}
     headers = {"Content-Type": "application/json"}
     key = os.environ.get(config.api_key_env)
     if key:
@@ -62,9 +57,17 @@ def judge(config: JudgeConfig, question: str, gold: str, prediction: str) -> tup
     try:
         with urllib.request.urlopen(request, timeout=config.timeout_s) as response:  # noqa: S310 (user-configured URL)
             reply = json.loads(response.read().decode())
-        text = reply["choices"][0]["message"]["content"].strip().upper()
+        return str(reply["choices"][0]["message"]["content"]), None
     except (urllib.error.URLError, OSError, ValueError, KeyError, IndexError, TypeError) as e:
         return None, f"judge failed: {type(e).__name__}: {e}"
+
+
+def judge(config: JudgeConfig, question: str, gold: str, prediction: str) -> tuple[bool | None, str | None]:
+    """(verdict, None) or (None, error)."""
+    reply, error = chat_completion(config, JUDGE_PROMPT.format(question=question, gold=gold, prediction=prediction))
+    if reply is None:
+        return None, error
+    text = reply.strip().upper()
     if text.startswith("INCORRECT"):
         return False, None
     if text.startswith("CORRECT"):
