@@ -157,3 +157,24 @@ def test_llm_judge_labels_messages_and_falls_back_to_neutral():
     assert dead(messages[:1], messages[1]) == 0 and "judge failed" in dead.errors[0]
     with pytest.raises(ValueError, match="--judge-url"):
         CreditConfig(judge="api")
+
+
+@pytest.mark.parametrize("baseline", ["reference", "noop"])
+def test_baselines_for_absent_agents(baseline):
+    config = CreditConfig(credit="shapley", shapley_baseline=baseline)
+    tasks = make_tasks("mass", seeds=[0], split="train")
+    engine = engine_for(tasks[0])
+    sigma = {role: "shared" for role in ROLES}
+    out = rollout(tasks, shapley_plan(MATPO.sampling_plan(MATPO.config_cls(G=2)), config), engine, sigma=sigma,
+                  sampling=SamplingParams(seed=0))
+    replays = {ep.episode_id: ep for ep in out.episodes if ep.counterfactual is not None}
+    requests = [r for call in engine.calls for r in call if r.tag.episode_id in replays]
+    for r in requests:
+        absent = replays[r.tag.episode_id].counterfactual.absent
+        # reference: an absent agent is sampled from the frozen base model (no adapter); present agents keep theirs.
+        assert r.adapter == (None if r.tag.agent in absent else "shared")
+    if baseline == "reference":
+        assert any(r.adapter is None for r in requests) and out.stats["counterfactual_fixed_replies"] == 0
+    else:  # noop: the environment's no-op reply, applied without sampling
+        assert not any(r.tag.agent in replays[r.tag.episode_id].counterfactual.absent for r in requests)
+        assert out.stats["counterfactual_fixed_replies"] > 0
