@@ -62,6 +62,7 @@ def test_exact_shapley_credit_of_a_known_game():
     credits = {s.role: s.credit for s in out.samples if s.trainable}
     assert credits == pytest.approx({"rewriter": 0.0, "reranker": 0.5, "answerer": 0.5})
     assert stats["credit/replays"] == 14.0
+    assert (stats["credit/ratio/rewriter"], stats["credit/ratio/reranker"]) == pytest.approx((0.0, 0.5))  # Eq. 4
 
 
 def test_message_level_credit_conserves_each_agents_value():

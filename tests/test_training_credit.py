@@ -135,3 +135,23 @@ def test_readme_credit_commands_run_with_a_tiny_model(tmp_path):
                                         "--out-dir", str(tmp_path), "--run-name", f"r{i}", "--no-progress"]
         assert main(argv) == 0, line
         assert json.loads((tmp_path / f"r{i}" / "metrics.jsonl").read_text().splitlines()[0])["step"] == 1
+
+
+def test_loss_segments_are_never_split_across_minibatches():
+    import numpy as np
+
+    from llm_marl.rollout import Sample
+    from llm_marl.trainer import loss_units, minibatches
+
+    def sample(i, episode, role):
+        return Sample(i, "t", episode, i, 0, role, 0, 0, "shared", [], "", [], [1], [0.0])
+
+    samples = [sample(0, "e0", "planner"), sample(1, "e0", "worker_0"), sample(2, "e0", "planner"), sample(3, "e1", "planner"),
+               sample(4, "e1", "worker_0"), sample(5, "e1", "worker_0")]
+    units = loss_units(samples, "episode-agent")
+    assert [[s.sample_id for s in u] for u in units] == [[0, 2], [1], [3], [4, 5]]
+    for seed in range(20):
+        batches = minibatches(units, np.random.default_rng(seed).permutation(len(units)), 2)
+        keys = [{(s.episode_id, s.role) for s in b} for b in batches]
+        assert sum(len(b) for b in batches) == 6 and all(len(a & b) == 0 for i, a in enumerate(keys) for b in keys[i + 1:])
+    assert [len(b) for b in minibatches(loss_units(samples, "sample"), range(6), 4)] == [4, 2]

@@ -75,9 +75,12 @@ class Config:
 
 def check_env(env: Any, config: Config) -> None:
     roles = list(env.possible_agents)
-    if config.planner_role not in roles or len(roles) < 2:
-        raise ValueError(f"SHARP needs a planner that delegates to workers: roles {roles} have no {config.planner_role!r} "
-                         f"with workers. Use deep_search_v0 with mode='mas' (or set --planner-role to the delegating role).")
+    delegating = getattr(env.unwrapped, "delegating_role", None)
+    if delegating is None or len(roles) < 2:
+        raise ValueError(f"SHARP needs a planner that delegates subtasks to workers; {env.metadata.get('name', 'this environment')} "
+                         f"(roles {', '.join(roles)}) has none. Use deep_search_v0 with mode='mas'.")
+    if delegating != config.planner_role:
+        raise ValueError(f"the delegating role here is {delegating!r}, not {config.planner_role!r}: pass --planner-role {delegating}")
 
 
 def is_worker(role: str, config: Config) -> bool:

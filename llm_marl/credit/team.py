@@ -38,7 +38,7 @@ from llm_marl.rollout.replay import Replays, episode_value, players_of, replay_v
 
 from .localize import PreferencePair, first_error
 from .message import ConstantJudge, InfoJudge, Message, message_rewards
-from .shapley import all_coalitions, exact_shapley, monte_carlo_shapley, permutation_coalitions, sample_permutations
+from .shapley import all_coalitions, credit_ratio, exact_shapley, monte_carlo_shapley, permutation_coalitions, sample_permutations
 
 
 @dataclass
@@ -122,9 +122,12 @@ def assign_shapley(rollout: Rollout, config: CreditConfig) -> dict[str, float]:
     per_sample: dict[int, list[float]] = {}
     phis: list[float] = []
     judge = make_judge(config)
+    ratios: dict[str, list[float]] = {}
     for ep in rollout.real_episodes:
         phi = episode_shapley(rollout, ep, config, values)
         phis.extend(phi.values())
+        for role, alpha in credit_ratio(phi).items():  # Eq. 4: each agent's signed share of the system value
+            ratios.setdefault(role, []).append(alpha)
         samples = [rollout.samples[i] for i in ep.sample_ids]
         if config.credit_level == "agent":
             rewards = [phi[s.role] for s in samples]
@@ -142,7 +145,8 @@ def assign_shapley(rollout: Rollout, config: CreditConfig) -> dict[str, float]:
                              "grpo, matpo and mhgpo")
         s.credit = float(np.mean(per_sample[s.sample_id]))
     replays = [ep for ep in rollout.episodes if ep.counterfactual is not None]
-    out = {"credit/shapley_mean": float(np.mean(phis)) if phis else 0.0, "credit/replays": float(len(replays))}
+    out = {"credit/shapley_mean": float(np.mean(phis)) if phis else 0.0, "credit/replays": float(len(replays)),
+           **{f"credit/ratio/{role}": float(np.mean(a)) for role, a in sorted(ratios.items())}}
     if hasattr(judge, "errors"):
         out.update({"credit/judge_calls": float(judge.calls), "credit/judge_errors": float(len(judge.errors))})
     return out

@@ -50,6 +50,9 @@ class TextAECEnv(AECEnv):
     metadata: ClassVar[dict[str, Any]] = {"render_modes": ["human", "ansi"], "name": "text_env_v0", "is_parallelizable": False}
     instance_namespace: ClassVar[str] = "text_env"
     """Stable name mixed into instance seeds (kept across versions unless generation changes)."""
+    delegating_role: str | None = None
+    """The role that hands subtasks to the other roles and reads only their results (deep search's
+    planner), or None. Algorithms that credit workers for their delegated output (SHARP) need one."""
 
     def __init__(self, roles: Sequence[str], *, max_turns: int, render_mode: str | None = None):
         super().__init__()

@@ -163,6 +163,7 @@ class raw_env(SearchSourced, TextAECEnv):
         self.source = QuestionSource(hops=hops, corpus_seed=corpus_seed, dataset=dataset, backend=backend,
                                      transport=transport, runtime=runtime)
         if mode == "mas":
+            self.delegating_role = "planner"
             roles = ("planner", *(f"worker_{i}" for i in range(max_calls)))
             budget = (max_calls + 1) + max_calls * (max_worker_turns + 1)
         else:

@@ -40,6 +40,7 @@ class Question:
 
 class raw_env(TextAECEnv):
     metadata = {"render_modes": ["human", "ansi"], "name": "delegation_v0", "is_parallelizable": False}
+    delegating_role = "planner"
     instance_namespace = "delegation"
 
     def __init__(self, max_turns: int = 3, render_mode: str | None = None):
