@@ -135,3 +135,48 @@ def test_sharp_without_delegation_is_a_clear_error():
     check_env(deep_search_v0.raw_env(), Config())
     with pytest.raises(ValueError, match=r"\[0, 1\]"):
         Config(sparsify_p=1.5)
+
+
+def two_worker_engine(gold: str) -> ScriptedEngine:
+    """One trajectory, two workers, one helpful (reports the answer) and one harmful (reports a wrong one).
+    The planner delegates twice, then answers with the last summary it can read. Line g0: helpful then
+    harmful (the answer ends wrong); line g1: harmful then helpful (it ends right)."""
+
+    def reply(request, k):
+        line = re.search(r"/(g\d)", request.tag.episode_id).group(1)
+        chat = request.messages
+        if request.tag.agent == "planner":
+            summaries = [m["content"] for m in chat if m["role"] == "user" and "## Conclusion" in m["content"]]
+            if len(summaries) < 2:
+                return tool_call("browsing_agent", "search_and_browse", {"subtask": f"hop {len(summaries) + 1}"})
+            readable = [re.search(r"\*\*(.+?)\*\*", s).group(1) for s in summaries if MASKED not in s]
+            return "\\boxed{" + readable[-1] + "}"
+        if not any(m["role"] == "assistant" for m in chat):
+            return tool_call("llm-marl-search", "search", {"query": "find it"})
+        helpful = (request.tag.agent == "worker_0") == (line == "g0")
+        return SUMMARY.format(value=gold if helpful else WRONG)
+
+    return ScriptedEngine(reply)
+
+
+def test_one_trajectory_with_a_helpful_and_a_harmful_worker():
+    """With a binary R_acc, credits can only point against the outcome that happened: when the harmful
+    worker has the last word (R = 0) it gets -1 and the helpful one 0; when the helpful one has it (R = 1)
+    it gets +1 and the harmful one 0. The planner's Eq. 13 credit averages the positive parts."""
+    tasks = make_tasks("deep_search", seeds=[3], split="train", env_kwargs={"max_calls": 2})
+    config = Config(G=2)
+    out = rollout(tasks, SHARP.sampling_plan(config), two_worker_engine(gold_of(tasks[0])), sigma=None,
+                  sampling=SamplingParams(seed=0))
+    assign_advantages(out, SHARP, config)
+    real = {ep.episode_id.rsplit("/", 1)[-1]: ep for ep in out.real_episodes}
+    g0, g1 = agent_rewards(out, real["g0"], config), agent_rewards(out, real["g1"], config)
+    assert [g0[m]["credit"] for m in ("worker_0", "worker_1")] == [0.0, -1.0]
+    assert [g1[m]["credit"] for m in ("worker_0", "worker_1")] == [0.0, 1.0]
+    assert (g0["planner"]["mc"], g1["planner"]["mc"]) == (0.0, 0.5)
+    expected = {"g0": {"worker_0": 0.1, "worker_1": -0.8, "planner": 0.1},
+                "g1": {"worker_0": 1.0, "worker_1": 1.9, "planner": 0.9 + 0.45 + 0.1}}
+    for line, table in expected.items():
+        for role, value in table.items():
+            (credit,) = {s.credit for s in out.samples if s.trainable and s.role == role and s.episode_id.endswith(line)}
+            assert credit == pytest.approx(value)  # one value, shared by all of the agent's replies
+    assert out.stats["counterfactual_episodes"] == 4  # one replay per worker per trajectory
