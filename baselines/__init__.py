@@ -9,6 +9,11 @@ GRPO, the multi-agent workflow prompt only, and the workflow trained with AT-GRP
 a per-role policy. Each row here is the CLI invocation that produces it (train rows are followed by
 `llm-marl eval --adapters <run>/adapters` on the test split). A leaderboard runner that executes
 the rows and tabulates them is not built yet.
+
+The search environments carry their own papers' rows: MASS (MHGPO Table 1: the prompted system
+and MHGPO with IS / FoF / RR sampling; the MAPPO row needs a critic, which llm-marl does not
+implement) and deep search (SHARP Table 1: a single searching agent, prompted and with GRPO, the
+prompted planner-worker system, MATPO and SHARP).
 """
 
 from __future__ import annotations
@@ -17,14 +22,27 @@ SINGLE_AGENT_VARIANT = {"plan_path": "planner", "sokoban": "planner", "sudoku": 
                         "math": "reasoner"}
 
 
+SEARCH_ENVS = ("deep_search", "mass")
+
+
 def rows(env: str, model: str = "smollm2-135m", engine: str = "hf", steps: int = 150, n_eval: int = 100) -> list[tuple[str, list[str]]]:
-    """(row name, argv) for the AT-GRPO comparison rows of `env`."""
-    if env not in SINGLE_AGENT_VARIANT:
-        raise ValueError(f"no AT-GRPO baseline rows for {env!r}; available: {', '.join(SINGLE_AGENT_VARIANT)}")
-    single = f"--env-arg=mode={SINGLE_AGENT_VARIANT[env]!r}"
+    """(row name, argv) for the comparison rows of `env` (AT-GRPO tasks, or the search papers' tables)."""
+    if env not in SINGLE_AGENT_VARIANT and env not in SEARCH_ENVS:
+        raise ValueError(f"no baseline rows for {env!r}; available: {', '.join([*SINGLE_AGENT_VARIANT, *SEARCH_ENVS])}")
     common = ["--model", model, "--engine", engine]
     train = ["train", "--env", env, *common, "--steps", str(steps)]
     evaluate = ["eval", "--env", env, "--model", model, "--engine", engine, "--n", str(n_eval), "--split", "test"]
+    if env == "mass":
+        return [("MAS, prompt only", evaluate),
+                *[(f"MAS + MHGPO-{s.upper()}", [*train, "--algo", "mhgpo", "--sampling", s]) for s in ("is", "fof", "rr")]]
+    if env == "deep_search":
+        single = "--env-arg=mode='single'"
+        return [("single agent", [*evaluate, single]),
+                ("single agent + GRPO", [*train, "--algo", "grpo"]),
+                ("planner-worker, prompt only", evaluate),
+                ("planner-worker + MATPO", [*train, "--algo", "matpo"]),
+                ("planner-worker + SHARP", [*train, "--algo", "sharp"])]
+    single = f"--env-arg=mode={SINGLE_AGENT_VARIANT[env]!r}"
     return [
         ("single agent", [*evaluate, single]),
         ("single agent + GRPO", [*train, "--algo", "grpo"]),
