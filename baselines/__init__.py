@@ -7,8 +7,8 @@
 AT-GRPO Table 1/2 compare, per task: a single agent (prompt only), a single agent trained with
 GRPO, the multi-agent workflow prompt only, and the workflow trained with AT-GRPO with a shared or
 a per-role policy. Each row here is the CLI invocation that produces it (train rows are followed by
-`llm-marl eval --adapters <run>/adapters` on the test split). A leaderboard runner that executes
-the rows and tabulates them is not built yet.
+`llm-marl eval --adapters <run>/adapters` on the test split); `llm-marl leaderboard --env ENV`
+(`llm_marl.leaderboard`) runs them and tabulates the scores.
 
 The search environments carry their own papers' rows: MASS (MHGPO Table 1: the prompted system
 and MHGPO with IS / FoF / RR sampling; the MAPPO row needs a critic, which llm-marl does not
@@ -34,7 +34,8 @@ def rows(env: str, model: str = "smollm2-135m", engine: str = "hf", steps: int =
     evaluate = ["eval", "--env", env, "--model", model, "--engine", engine, "--n", str(n_eval), "--split", "test"]
     if env == "mass":
         return [("MAS, prompt only", evaluate),
-                *[(f"MAS + MHGPO-{s.upper()}", [*train, "--algo", "mhgpo", "--sampling", s]) for s in ("is", "fof", "rr")]]
+                *[(f"MAS + MHGPO-{label}", [*train, "--algo", "mhgpo", "--sampling", s])
+                  for s, label in (("is", "IS"), ("fof", "FoF"), ("rr", "RR"))]]
     if env == "deep_search":
         single = "--env-arg=mode='single'"
         return [("single agent", [*evaluate, single]),

@@ -129,6 +129,9 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     from llm_marl import train_cli
 
     train_cli.add_commands(sub, list(argv))
+    from llm_marl import leaderboard
+
+    leaderboard.add_command(sub)
     return parser
 
 

@@ -1,0 +1,41 @@
+"""`llm-marl leaderboard`: the README command runs every row (train, then eval of the trained adapters)
+and writes the table; `--dry-run` lists the rows of every environment that has them."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+
+from baselines import SEARCH_ENVS, SINGLE_AGENT_VARIANT, rows
+from llm_marl.cli import main
+
+README = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+
+
+def test_readme_leaderboard_command(tmp_path, capsys):
+    [line] = re.findall(r"^llm-marl leaderboard .*$", README, re.M)
+    argv = shlex.split(line)[1:] + ["--max-new-tokens", "8", "--out-dir", str(tmp_path)]
+    assert main(argv) == 0
+    results = json.loads((tmp_path / "mass" / "leaderboard.json").read_text())
+    assert [r["row"] for r in results] == [name for name, _ in rows("mass")]
+    assert all(r["episodes"] == 4 for r in results)
+    trained = [r for r in results if r["command"].startswith("llm-marl train")]
+    assert len(trained) == 3 and all((tmp_path / "mass" / name / "adapters").is_dir()
+                                     for name in ("mas-mhgpo-is", "mas-mhgpo-fof", "mas-mhgpo-rr"))
+    table = (tmp_path / "mass" / "leaderboard.md").read_text()
+    assert table.count("\n") == 2 + len(results) and "| MAS + MHGPO-RR |" in table
+
+
+@pytest.mark.parametrize("env", [*SINGLE_AGENT_VARIANT, *SEARCH_ENVS])
+def test_dry_run_lists_the_rows(env, capsys):
+    assert main(["leaderboard", "--env", env, "--dry-run"]) == 0
+    assert len(capsys.readouterr().out.strip().splitlines()) == len(rows(env))
+
+
+def test_unknown_env_is_a_clear_error(capsys):
+    assert main(["leaderboard", "--env", "chess", "--dry-run"]) == 2
+    assert "available" in capsys.readouterr().err
