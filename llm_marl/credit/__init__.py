@@ -9,9 +9,12 @@ for Multi-LLM Agents" (Shapley-PRM), Sec. 4 and App. A.3.
 | `message`  | Sec. 4.1.2, Eq. 6-10      | agent -> message: judge labels s_{i,t}, rewards r_{i,t}         |
 | `localize` | Sec. 4.2                  | failure route: first-error binary search, preference pairs      |
 | `dpo`      | Sec. 4.2, 5 (DPO)         | the preference loss for those pairs                             |
+| `llm_judge`| Sec. 4.1.2 (LLM-as-judge) | message labels from an OpenAI-compatible endpoint               |
+| `team`     | all of the above          | `--credit shapley` in the trainer: coalition replays -> credits |
 
 Success episodes give dense per-message rewards (shapley -> message); failed ones give
-(H_{t*-1}, y+, y-) pairs (localize -> dpo).
+(H_{t*-1}, y+, y-) pairs (localize -> dpo). All but `team` and `llm_judge` are pure functions (no
+env, no model); `team` runs the coalition replays through `llm_marl.rollout.replay`.
 """
 
 from llm_marl.credit.dpo import dpo_loss
