@@ -155,3 +155,27 @@ def test_loss_segments_are_never_split_across_minibatches():
         keys = [{(s.episode_id, s.role) for s in b} for b in batches]
         assert sum(len(b) for b in batches) == 6 and all(len(a & b) == 0 for i, a in enumerate(keys) for b in keys[i + 1:])
     assert [len(b) for b in minibatches(loss_units(samples, "sample"), range(6), 4)] == [4, 2]
+
+
+def test_resume_repeats_rr_draws_regrouping_and_mc_permutations(tmp_path):
+    """A run stopped after step 1 and resumed equals an uninterrupted one: RR's fork draws, the
+    regrouping shuffle and the Monte Carlo permutations derive from task and episode ids."""
+    from llm_marl.cli import main
+
+    def args(name: str, steps: int) -> list[str]:
+        return ["train", "--algo", "mhgpo", "--env", "mass", "--sampling", "rr", "--G", "2", "--model", "tiny-random",
+                "--credit", "shapley", "--shapley-estimator", "mc", "--shapley-permutations", "2", "--envs-per-step", "3",
+                "--steps", str(steps), "--max-new-tokens", "8", "--lr", "5e-3", "--deterministic", "--no-progress",
+                "--out-dir", str(tmp_path), "--run-name", name]
+
+    assert main(args("whole", 2)) == 0
+    assert main(args("cut", 1)) == 0
+    assert main(["train", "--resume", str(tmp_path / "cut"), "--steps", "2", "--no-progress"]) == 0
+
+    def metrics(name: str) -> list[dict]:
+        rows = [json.loads(x) for x in (tmp_path / name / "metrics.jsonl").read_text().splitlines()]
+        return [{k: v for k, v in m.items() if not k.startswith("perf/")} for m in rows]
+
+    whole, cut = metrics("whole"), metrics("cut")
+    assert len(whole) == len(cut) == 2 and cut == whole
+    assert whole[1]["rollout/counterfactual_episodes"] > 0
