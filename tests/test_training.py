@@ -177,3 +177,22 @@ def test_one_training_step_through_vllm(tiny_model, tmp_path):
     assert metrics["advantage/zero_std_groups"] < metrics["advantage/groups"]
     trained = adapter_tensors(run.path / "adapters")
     assert any(float(t.abs().sum()) > 0 for name, t in trained["shared"].items() if "lora_B" in name)
+
+
+@pytest.mark.vllm
+def test_mhgpo_with_shapley_reference_replays_through_vllm(tiny_model, tmp_path):
+    """Issue 6 through vLLM: MHGPO's fork_on plan with Shapley coalition replays whose absent agents are
+    sampled from the frozen reference (base-model requests in the same vLLM calls as adapter requests)."""
+    pytest.importorskip("vllm")
+    from llm_marl.credit.team import CreditConfig
+
+    cfg = config(tiny_model, tmp_path, "mhgpo", G=3, sampling="fof")
+    cfg.model.engine = "vllm"
+    cfg.credit = CreditConfig(credit="shapley", shapley_baseline="reference", credit_level="agent")
+    run = train(cfg, log=lambda *_: None)
+    [metrics] = run.metrics()
+    # 3 tasks x G=3 lines x (2^2 - 1) coalitions of the two players (tool, planner).
+    assert metrics["rollout/counterfactual_episodes"] == 3 * 3 * 3
+    assert metrics["rollout/counterfactual_completions"] > 0 and metrics["rollout/counterfactual_fixed_replies"] == 0
+    trajectories = [json.loads(x) for x in (run.path / "trajectories" / "step_000001.jsonl").read_text().splitlines()]
+    assert any(r["adapter"] is None for r in trajectories) and any(r["adapter"] == "shared" for r in trajectories)
