@@ -7,7 +7,7 @@
     batches = batches_by_adapter(out.samples)          # AT-GRPO Eq. 2: one batch per policy
 
 A module `llm_marl/algorithms/<algo>.py` provides `Config`, `sampling_plan(config)`,
-`credit(sample, episode, config)`, `group_key(sample, config)` and `ADVANTAGE_UNIT` ("sample":
+`credit(sample, episode, config)`, `group_key(sample, config)` (or `assign`, below) and `ADVANTAGE_UNIT` ("sample":
 each sample is a member of its group; "episode": one member per episode, whose credit is shared
 by all its samples and whose advantage is broadcast to them). Adding one is a new module and a
 line in `ALGORITHMS`; the rollout driver, the advantage and the loss do not change.
@@ -69,8 +69,8 @@ class Algorithm:
     module: ModuleType
     config_cls: type
     sampling_plan: Callable[[Any], SamplingPlan]
-    credit: Callable[[Sample, Episode | None, Any], float]
-    group_key: Callable[[Sample, Any], Hashable]
+    credit: Callable[[Sample, Episode | None, Any], float] | None
+    group_key: Callable[[Sample, Any], Hashable] | None
     advantage_unit: str
 
     @property
@@ -114,7 +114,10 @@ def get(algo_id: str) -> Algorithm:
     unit = getattr(mod, "ADVANTAGE_UNIT", "sample")
     if unit not in ("sample", "episode"):
         raise ValueError(f"{mod.__name__}.ADVANTAGE_UNIT must be 'sample' or 'episode', got {unit!r}")
-    return Algorithm(entry.id, mod, mod.Config, mod.sampling_plan, mod.credit, mod.group_key, unit)
+    credit, key = getattr(mod, "credit", None), getattr(mod, "group_key", None)
+    if not hasattr(mod, "assign") and (credit is None or key is None):
+        raise ValueError(f"{mod.__name__} must define credit() and group_key(), or assign()")
+    return Algorithm(entry.id, mod, mod.Config, mod.sampling_plan, credit, key, unit)
 
 
 def assign_advantages(rollout: Rollout, algorithm: Algorithm | str, config: Any,

@@ -39,14 +39,13 @@ from __future__ import annotations
 
 import zlib
 from collections import defaultdict
-from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
 
 from llm_marl.config import opt
-from llm_marl.rollout import Branch, Decision, Episode, Rollout, Sample, SamplingPlan
+from llm_marl.rollout import Branch, Decision, Rollout, Sample, SamplingPlan
 from llm_marl.rollout.replay import episode_value
 
 ADVANTAGE_UNIT = "sample"
@@ -171,16 +170,9 @@ def turn_indices(rollout: Rollout) -> dict[int, int]:
     return out
 
 
-def credit(sample: Sample, episode: Episode | None, config: Config) -> float:
-    raise RuntimeError("MHGPO credits need the whole rollout tree; use llm_marl.algorithms.assign_advantages")
-
-
-def group_key(sample: Sample, config: Config) -> Hashable:
-    raise RuntimeError("MHGPO group identifiers need the whole batch; use llm_marl.algorithms.assign_advantages")
-
-
 def assign(rollout: Rollout, config: Config) -> None:
-    """Eq. 4 credits and Eq. 5 group identifiers (with RR's batch-level regrouping of single outputs)."""
+    """Eq. 4 credits and Eq. 5 group identifiers (with RR's batch-level regrouping of single outputs):
+    both need the whole rollout tree, so MHGPO has no per-sample credit()/group_key()."""
     shared = shared_rewards(rollout)
     k_of = turn_indices(rollout)
     singles: dict[tuple[str, str, int], list[Sample]] = defaultdict(list)

@@ -137,16 +137,13 @@ def agent_rewards(rollout: Rollout, episode: Episode, config: Config,
     return out
 
 
-def credit(sample: Sample, episode: Episode | None, config: Config) -> float:
-    raise RuntimeError("SHARP credits need the counterfactual replays; use llm_marl.algorithms.assign_advantages")
-
-
 def group_key(sample: Sample, config: Config) -> Hashable:
     """Eq. 14: statistics per agent identity m over the query's G trajectories."""
     return (sample.task_id, sample.role)
 
 
 def assign(rollout: Rollout, config: Config) -> None:
+    """Alg. 1 credits of every trainable reply (they need the replays, so there is no per-sample credit())."""
     values = replay_values(rollout)
     by_id = rollout.episodes_by_id()
     table: dict[str, dict[str, dict[str, float]]] = {}
