@@ -59,19 +59,27 @@ class OptimConfig:
     minibatch_size: int = opt(8, "samples per optimiser step (per adapter)")
     clip_eps: float = opt(0.2, "PPO clip range epsilon (low side)")
     clip_eps_high: float = opt(0.2, "PPO clip range on the high side")
-    kl_beta: float = opt(0.0, "weight of the k3 KL to the reference (base model, adapters off); 0 disables it")
-    ratio_level: Literal["token", "sequence"] = opt(
-        "token", "importance ratio per token, or one per loss segment (sequence: SHARP's trajectory-level ratio, Eq. 15)")
-    loss_agg: Literal["token-mean", "seq-mean", "seq-sum"] = opt(
-        "token-mean", "loss aggregation: mean over all tokens; mean over sequences of per-sequence means; or of per-sequence sums (AT-GRPO Eq. 3)")
+    share_prompts: bool = opt(True, "run a prompt shared by several replies (a decision's K candidates) once per minibatch in the update; exact, only faster")
+    # The three loss settings below default to None: "the algorithm's paper setting" (each algorithm
+    # module's LOSS_DEFAULTS), resolved by TrainConfig, so a config built in Python trains the same
+    # objective as the CLI. The resolved values are what config.json records.
+    kl_beta: float | None = opt(None, "weight of the k3 KL to the reference (base model, adapters off); 0 disables it; unset: the algorithm's paper setting")
+    ratio_level: Literal["token", "sequence"] | None = opt(
+        None, "importance ratio per token, or one per loss segment (sequence: SHARP's trajectory-level ratio, Eq. 15); unset: the algorithm's paper setting")
+    loss_agg: Literal["token-mean", "seq-mean", "seq-sum"] | None = opt(
+        None, "loss aggregation: mean over all tokens; mean over sequences of per-sequence means; or of per-sequence sums (AT-GRPO Eq. 3); unset: the algorithm's paper setting")
 
     def __post_init__(self) -> None:
         if self.lr <= 0:
             raise ValueError(f"--lr must be > 0, got {self.lr}")
         if self.minibatch_size < 1 or self.epochs < 1:
             raise ValueError("--minibatch-size and --epochs must be >= 1")
-        if self.kl_beta < 0:
+        if self.kl_beta is not None and self.kl_beta < 0:
             raise ValueError(f"--kl-beta must be >= 0, got {self.kl_beta}")
+
+
+LOSS_FIELDS = ("kl_beta", "ratio_level", "loss_agg")
+"""OptimConfig fields every algorithm sets to its paper's value (its module's LOSS_DEFAULTS)."""
 
 
 # The default main job must run in a few minutes on a CPU laptop: a small grid and few turns.
@@ -125,13 +133,15 @@ def _parse_kv(value: str) -> tuple[str, Any]:
         return key.strip(), raw
 
 
-def add_arguments(parser: argparse.ArgumentParser, cls: type, title: str) -> None:
-    """Add one flag per field of `cls`, with its help and choices. Defaults are left to the class."""
+def add_arguments(parser: argparse.ArgumentParser, cls: type, title: str, shown_defaults: dict[str, Any] | None = None) -> None:
+    """Add one flag per field of `cls`, with its help and choices. Defaults are left to the class;
+    `shown_defaults` replaces the default the help shows (e.g. the chosen algorithm's loss settings)."""
     group = parser.add_argument_group(title)
     hints = typing.get_type_hints(cls)
     for f in dataclasses.fields(cls):
         help_text = f.metadata.get("help", "")
         default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
+        default = (shown_defaults or {}).get(f.name, default)
         kind = _base_type(hints[f.name])
         kwargs: dict[str, Any] = {"dest": f.name, "default": argparse.SUPPRESS, "help": f"{help_text} (default: {default!r})"}
         if typing.get_origin(kind) is Literal:

@@ -239,12 +239,17 @@ class PolicySet:
 
     def response_logprobs(self, prompt_ids: Sequence[Sequence[int]], response_ids: torch.Tensor | Sequence[Sequence[int]],
                           adapter: str | None, temperature: float = 1.0, grad: bool = False,
-                          response_mask: torch.Tensor | None = None) -> torch.Tensor:
+                          response_mask: torch.Tensor | None = None, share_prompts: bool = True) -> torch.Tensor:
         """Log-probs [B, T] of each response token given its prompt, aligned with `response_ids`.
 
         The layout of `llm_marl.rollout.collate`: prompts as lists, responses right-padded [B, T]
         with `response_mask` (1 on generated tokens; other response tokens, e.g. tool output, are
         context only and get 0). Lists of response ids need no mask.
+
+        With `share_prompts`, rows whose prompts are identical (the K candidates of one AT-GRPO
+        decision, the G first replies of a GRPO group) run their prompt through the model once: its
+        KV cache is computed once, with gradient, and expanded to the rows, so the backward pass also
+        crosses the prompt once. The result equals the row-by-row computation up to float rounding.
         """
         if not torch.is_tensor(response_ids):
             rows = [list(r) for r in response_ids]
@@ -259,6 +264,8 @@ class PolicySet:
         mask = response_mask.bool().cpu()
         # Keep every response token up to the last generated one as context.
         ends = torch.where(mask.any(1), T - mask.flip(1).int().argmax(1), torch.zeros(B, dtype=torch.long))
+        if share_prompts and len({tuple(p) for p in prompt_ids}) < B:
+            return self._shared_prompt_logprobs(prompt_ids, response_ids.cpu(), mask, ends, adapter, temperature, grad)
         starts = torch.tensor([len(p) for p in prompt_ids], dtype=torch.long)
         width = int((starts + ends).max()) if B else 0
         pad = self.tokenizer.pad_token_id or 0
@@ -275,10 +282,51 @@ class PolicySet:
         index = (starts.unsqueeze(1) + torch.arange(T)).clamp(max=max(width - 1, 0)).to(full.device)
         return full.gather(1, index) * mask.to(full.device)
 
+    def _shared_prompt_logprobs(self, prompt_ids: Sequence[Sequence[int]], response_ids: torch.Tensor, mask: torch.Tensor,
+                                ends: torch.Tensor, adapter: str | None, temperature: float, grad: bool) -> torch.Tensor:
+        """`response_logprobs` with each distinct prompt run once (see there). Shapes: U distinct prompts,
+        left-padded to P; B rows of responses [B, T] (right-padded, `ends` [B] = tokens kept as context)."""
+        keys = [tuple(p) for p in prompt_ids]
+        index = {k: i for i, k in enumerate(dict.fromkeys(keys))}
+        row = torch.tensor([index[k] for k in keys], dtype=torch.long)
+        unique = list(index)
+        P, B, T = max(len(u) for u in unique), *response_ids.shape
+        pad = self.tokenizer.pad_token_id or 0
+        prompt = torch.full((len(unique), P), pad, dtype=torch.long)
+        prompt_attn = torch.zeros((len(unique), P), dtype=torch.long)
+        for u, ids in enumerate(unique):  # left padding: every prompt ends at column P - 1
+            prompt[u, P - len(ids):] = torch.tensor(ids, dtype=torch.long)
+            prompt_attn[u, P - len(ids):] = 1
+        width = max(int(ends.max()), 1)
+        resp_attn = (torch.arange(width).unsqueeze(0) < ends.unsqueeze(1)).long()
+        lengths = prompt_attn.sum(1)[row]
+        device = self.device
+        with self.use(adapter) as model, torch.set_grad_enabled(grad):
+            decoder = model.get_base_model().get_decoder()
+            first = decoder(input_ids=prompt.to(device), attention_mask=prompt_attn.to(device),
+                            position_ids=(prompt_attn.cumsum(-1) - 1).clamp(min=0).to(device), use_cache=True)
+            cache = first.past_key_values
+            cache.batch_select_indices(row.to(device))  # one prompt's keys/values serve all its rows (a gather: grads add up)
+            rest = decoder(input_ids=response_ids[:, :width].to(device),
+                           attention_mask=torch.cat([prompt_attn[row], resp_attn], 1).to(device),
+                           position_ids=(lengths.unsqueeze(1) + torch.arange(width)).to(device),
+                           past_key_values=cache, use_cache=True)
+            # Response token j is predicted by the hidden state before it: the prompt's last for j = 0.
+            before = torch.cat([first.last_hidden_state[row.to(device), -1:], rest.last_hidden_state[:, :-1]], 1)
+            select = mask[:, :width].to(device)
+            logits = self.head_logits(before[select])
+            targets = response_ids[:, :width].to(device)[select]
+            logprobs = temperature_logprobs(logits, temperature).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+            out = torch.zeros((B, T), dtype=torch.float32, device=device)
+            out[:, :width] = torch.zeros((B, width), dtype=torch.float32, device=device).masked_scatter(select, logprobs.float())
+        return out
+
     def reference_logprobs(self, prompt_ids: Sequence[Sequence[int]], response_ids: torch.Tensor | Sequence[Sequence[int]],
-                           temperature: float = 1.0, response_mask: torch.Tensor | None = None) -> torch.Tensor:
+                           temperature: float = 1.0, response_mask: torch.Tensor | None = None,
+                           share_prompts: bool = True) -> torch.Tensor:
         """`response_logprobs` under the reference policy: the base model with adapters disabled, no grad."""
-        return self.response_logprobs(prompt_ids, response_ids, None, temperature, grad=False, response_mask=response_mask)
+        return self.response_logprobs(prompt_ids, response_ids, None, temperature, grad=False, response_mask=response_mask,
+                                      share_prompts=share_prompts)
 
     # ------------------------------------------------------------------ persistence
     def save(self, directory: str | Path) -> Path:

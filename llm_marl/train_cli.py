@@ -29,16 +29,20 @@ def add_commands(sub: Any, argv: Sequence[str]) -> None:
     p = sub.add_parser("train", help="train LoRA policies with an algorithm on an environment",
                        description="Train with --algo on --env. Defaults: the embedded smollm2-135m on CPU, a quick schedule.")
     algo_id = RunConfig.algo
-    for cls, title in [(RunConfig, "run"), (ModelConfig, "model"), (SamplingConfig, "sampling"), (OptimConfig, "optimisation")]:
-        add_arguments(p, cls, title)
+    algorithm = None
     if argv and argv[0] == "train":
-        # The algorithm's own flags (--K, --G, --alpha...) depend on --algo; torch is imported only here.
+        # The algorithm's own flags (--K, --G, --alpha...) and loss defaults depend on --algo; torch is imported only here.
         from llm_marl.algorithms import ALGORITHMS
         from llm_marl.algorithms import get as get_algorithm
 
         algo_id = chosen_algorithm(argv[1:])
-        if algo_id in ALGORITHMS:
-            add_arguments(p, get_algorithm(algo_id).config_cls, f"{algo_id} (see --algo)")
+        algorithm = get_algorithm(algo_id) if algo_id in ALGORITHMS else None
+    for cls, title in [(RunConfig, "run"), (ModelConfig, "model"), (SamplingConfig, "sampling")]:
+        add_arguments(p, cls, title)
+    add_arguments(p, OptimConfig, "optimisation", shown_defaults=algorithm.loss_defaults if algorithm else None)
+    if algorithm is not None:
+        add_arguments(p, algorithm.config_cls, f"{algo_id} (see --algo)")
+    if argv and argv[0] == "train":
         from llm_marl.credit.team import CreditConfig
 
         add_arguments(p, CreditConfig, "credit (any algorithm)")
@@ -81,8 +85,8 @@ def cmd_train(args: argparse.Namespace) -> int:
         config = TrainConfig(
             model=from_args(ModelConfig, args, base.get("model")),
             sampling=from_args(SamplingConfig, args, base.get("sampling")),
-            # The paper's loss settings (e.g. MHGPO's KL β) unless a flag or the resumed run says otherwise.
-            optim=from_args(OptimConfig, args, {**algorithm.optim_defaults, **base.get("optim", {})}),
+            # Loss settings not given (and not saved by a resumed run) take the paper's values in TrainConfig.
+            optim=from_args(OptimConfig, args, base.get("optim")),
             run=from_args(RunConfig, args, base.get("run")),
             algo=from_args(algo_cls, args, base.get("algo")),
             credit=from_args(CreditConfig, args, base.get("credit")),

@@ -66,6 +66,10 @@ class TrainConfig:
             self.algo = algorithm.config_cls(**self.algo)
         if isinstance(self.credit, dict):
             self.credit = CreditConfig(**self.credit)
+        # Loss settings left unset take the algorithm's paper values (from the CLI and from Python alike).
+        unset = {k: v for k, v in algorithm.loss_defaults.items() if getattr(self.optim, k) is None}
+        if unset:
+            self.optim = dataclasses.replace(self.optim, **unset)
         if self.credit.enabled and algorithm.id in ("sharp", "at-grpo"):
             why = ("sharp computes its own counterfactual credit" if algorithm.id == "sharp" else
                    "at-grpo trains tree candidates that lost the argmax, which no played episode (and so no replay) scores")
@@ -74,6 +78,12 @@ class TrainConfig:
     @property
     def algorithm(self) -> Algorithm:
         return get_algorithm(self.run.algo)
+
+    @property
+    def loss(self) -> LossConfig:
+        """The clipped-surrogate settings of this run (llm_marl.loss)."""
+        o = self.optim
+        return LossConfig(eps_low=o.clip_eps, eps_high=o.clip_eps_high, ratio_level=o.ratio_level, aggregation=o.loss_agg, beta=o.kl_beta)
 
     def env_kwargs(self) -> dict[str, Any]:
         """The environment's options: the user's (or the quick defaults), then what the algorithm needs."""
@@ -120,16 +130,16 @@ def update_policy(policy: Any, optimizers: dict[str, torch.optim.Optimizer], sam
             continue
         optimizer = optimizers[adapter]
         params = policy.trainable_parameters(adapter)
-        units = loss_units(informative, segment)
+        units = loss_units(informative, segment, share_prompts=optim.share_prompts)
         for _ in range(optim.epochs):
             for minibatch in minibatches(units, rng.permutation(len(units)), optim.minibatch_size):
                 batch_t = collate(minibatch, segment=segment, pad_id=pad)
                 logprobs = policy.response_logprobs(batch_t["prompt_ids"], batch_t["response_ids"], adapter, temperature,
-                                                    grad=True, response_mask=batch_t["response_mask"])
+                                                    grad=True, response_mask=batch_t["response_mask"], share_prompts=optim.share_prompts)
                 ref = None
                 if loss_config.beta > 0:
                     ref = policy.reference_logprobs(batch_t["prompt_ids"], batch_t["response_ids"], temperature,
-                                                    response_mask=batch_t["response_mask"])
+                                                    response_mask=batch_t["response_mask"], share_prompts=optim.share_prompts)
                 loss, metrics = policy_loss(logprobs, batch_t["old_logprobs"].to(logprobs.device),
                                             batch_t["advantages"].to(logprobs.device), batch_t["response_mask"].to(logprobs.device),
                                             loss_config, ref_logprobs=ref, segment_ids=batch_t["segment_ids"])
@@ -172,15 +182,32 @@ def update_dpo(policy: Any, optimizers: dict[str, torch.optim.Optimizer], pairs:
     return {k: sum(v) / len(v) for k, v in sums.items()}
 
 
-def loss_units(samples: list[Sample], segment: str) -> list[list[Sample]]:
-    """Samples grouped by loss segment, in first-appearance order: a segment shares one normaliser
-    (MATPO) or one sequence-level ratio (SHARP), so it must never be split across minibatches."""
-    if segment == "sample":
-        return [[s] for s in samples]
-    units: dict[Any, list[Sample]] = {}
-    for s in samples:
-        key = s.episode_id if segment == "episode" else (s.episode_id, s.role)
-        units.setdefault(key, []).append(s)
+def loss_units(samples: list[Sample], segment: str, share_prompts: bool = True) -> list[list[Sample]]:
+    """Samples grouped into units that a minibatch never splits, in first-appearance order.
+
+    A loss segment shares one normaliser (MATPO) or one sequence-level ratio (SHARP), so it is one
+    unit. With `share_prompts`, units whose samples share a prompt are joined too (the K candidates
+    of a decision, the G first replies of a group), so the update runs that prompt once
+    (`PolicySet.response_logprobs`).
+    """
+    keys = [s.sample_id if segment == "sample" else s.episode_id if segment == "episode" else (s.episode_id, s.role)
+            for s in samples]
+    parent = list(range(len(samples)))  # union-find over samples
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    first: dict[Any, int] = {}
+    for i, (s, key) in enumerate(zip(samples, keys)):
+        for link in ([("segment", key)] + ([("prompt", tuple(s.prompt_ids))] if share_prompts and s.prompt_ids else [])):
+            j = first.setdefault(link, i)
+            parent[root(i)] = root(j)
+    units: dict[int, list[Sample]] = {}
+    for i, s in enumerate(samples):
+        units.setdefault(root(i), []).append(s)
     return list(units.values())
 
 
@@ -325,8 +352,7 @@ def train(config: TrainConfig, resume: str | None = None, log: Any = print,
     plan = algorithm.sampling_plan(config.algo)
     if config.credit.enabled:
         plan = shapley_plan(plan, config.credit)
-    loss_config = LossConfig(eps_low=config.optim.clip_eps, eps_high=config.optim.clip_eps_high,
-                             ratio_level=config.optim.ratio_level, aggregation=config.optim.loss_agg, beta=config.optim.kl_beta)
+    loss_config = config.loss
     segment = getattr(config.algo, "loss_segment", "sample")
     log(f"run directory: {run.path}")
     try:

@@ -4,6 +4,7 @@ credits by hand, message-level shares, and the failure route's preference pairs.
 from __future__ import annotations
 
 import pytest
+import torch
 
 from llm_marl.algorithms import assign_advantages, get
 from llm_marl.credit.shapley import permutation_coalitions
@@ -179,3 +180,23 @@ def test_baselines_for_absent_agents(baseline):
     else:  # noop: the environment's no-op reply, applied without sampling
         assert not any(r.tag.agent in replays[r.tag.episode_id].counterfactual.absent for r in requests)
         assert out.stats["counterfactual_fixed_replies"] > 0
+
+
+def test_shapley_groups_compare_an_agent_only_with_itself():
+    """matpo's group is the query; with --credit shapley each group holds one agent's φ over the query's
+    rollouts: rewriter (φ 0), reranker and answerer (φ ½) are never normalised against each other."""
+    config = CreditConfig(credit="shapley", credit_level="agent")
+    out, algo_config = play(config, bad_reranker_on="g1", G=3)
+    assign_advantages(out, MATPO, algo_config, credit=lambda r: assign_shapley(r, config))
+    groups: dict = {}
+    for s in out.samples:
+        if s.trainable:
+            groups.setdefault(s.group_key, set()).add(s.role)
+    assert groups and all(len(roles) == 1 for roles in groups.values())
+    assert len(groups) == len(ROLES)
+    from llm_marl.advantage import group_advantages
+
+    for role in ROLES:
+        mine = [s for s in out.samples if s.trainable and s.role == role]
+        alone, _ = group_advantages(torch.tensor([s.credit for s in mine]), [0] * len(mine))
+        assert [s.advantage for s in mine] == pytest.approx(alone.tolist(), abs=1e-6)

@@ -141,6 +141,34 @@ def test_response_logprobs_match_a_plain_forward(policy, temperature):
     assert lp[0, 3:].abs().sum() == 0  # padding positions are 0
 
 
+def test_shared_prompts_run_once_and_give_the_same_logprobs_and_gradients(policy):
+    """Rows that share a prompt (a decision's K candidates) reuse one prompt pass, with its gradient:
+    the log-probs and every LoRA gradient equal the row-by-row computation."""
+    with torch.no_grad():
+        for name, p in policy.model.named_parameters():
+            if "lora_B" in name:
+                p.normal_(0, 0.05, generator=torch.Generator().manual_seed(1))
+    pa, pb = [5, 9, 12, 40, 41, 42, 43], [7, 8, 30]
+    prompts = [pa, pa, pb, pa, pb, [60, 61]]
+    responses = [[100, 101], [102, 103, 104, 105], [106], [107, 108, 109], [110, 111, 112, 113, 114], [115, 116]]
+    width = max(map(len, responses))
+    ids = torch.tensor([r + [0] * (width - len(r)) for r in responses])
+    mask = torch.tensor([[1.0] * len(r) + [0.0] * (width - len(r)) for r in responses])
+    mask[1, 1] = 0.0  # a context-only token (tool output) inside a response
+    weights = torch.linspace(-1, 1, ids.numel()).reshape(ids.shape)
+    results = {}
+    for share in (False, True):
+        params = policy.trainable_parameters("tool")
+        for p in params:
+            p.grad = None
+        lp = policy.response_logprobs(prompts, ids, "tool", 0.7, grad=True, response_mask=mask, share_prompts=share)
+        (lp * weights).sum().backward()
+        results[share] = (lp.detach(), torch.cat([p.grad.flatten() for p in params]))
+    torch.testing.assert_close(results[True][0], results[False][0], atol=1e-5, rtol=0)
+    torch.testing.assert_close(results[True][1], results[False][1], atol=1e-5, rtol=1e-4)
+    assert results[True][1].abs().max() > 0 and bool((results[True][0][mask == 0] == 0).all())
+
+
 def test_token_logprobs_agree_for_left_and_right_padding(policy):
     seq = [11, 12, 13, 14, 15, 16]
     pad = 0

@@ -157,6 +157,26 @@ def test_loss_segments_are_never_split_across_minibatches():
     assert [len(b) for b in minibatches(loss_units(samples, "sample"), range(6), 4)] == [4, 2]
 
 
+def test_replies_to_one_prompt_share_a_minibatch():
+    """The K candidates of a decision (one prompt) form one unit, so the update runs their prompt once."""
+    import numpy as np
+
+    from llm_marl.rollout import Sample
+    from llm_marl.trainer import loss_units, minibatches
+
+    def sample(i, prompt, episode):
+        return Sample(i, "t", episode, i, 0, "tool", 0, 0, "shared", [], "", prompt, [1], [0.0])
+
+    samples = [sample(0, [7, 8], "e0"), sample(1, [9], "e0"), sample(2, [7, 8], "e1"), sample(3, [7, 8], "e2"), sample(4, [5], "e2")]
+    assert [[s.sample_id for s in u] for u in loss_units(samples, "sample")] == [[0, 2, 3], [1], [4]]
+    assert [[s.sample_id for s in u] for u in loss_units(samples, "sample", share_prompts=False)] == [[0], [1], [2], [3], [4]]
+    # Episode segments and prompts join transitively: e0 and e1 share [7, 8], e2 too.
+    assert [[s.sample_id for s in u] for u in loss_units(samples, "episode")] == [[0, 1, 2, 3, 4]]
+    for seed in range(5):
+        batches = minibatches(loss_units(samples, "sample"), np.random.default_rng(seed).permutation(3), 2)
+        assert any({0, 2, 3} <= {s.sample_id for s in b} for b in batches)
+
+
 def test_resume_repeats_rr_draws_regrouping_and_mc_permutations(tmp_path):
     """A run stopped after step 1 and resumed equals an uninterrupted one: RR's fork draws, the
     regrouping shuffle and the Monte Carlo permutations derive from task and episode ids."""

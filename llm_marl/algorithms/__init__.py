@@ -18,8 +18,9 @@ Optional module attributes:
   batch-level regrouping; SHARP's counterfactual replays). Replaces `credit` / `group_key` calls.
 - `check_env(env, config)`: raise a ValueError naming the fix when the environment breaks the
   algorithm's assumptions (SHARP needs a planner that delegates to workers).
-- `OPTIM_DEFAULTS`: the paper's loss settings (`OptimConfig` fields, e.g. MHGPO's KL β = 0.001),
-  used by `llm-marl train` unless the flag is given.
+Required module attribute besides those: `LOSS_DEFAULTS`, the paper's loss settings (every field of
+`llm_marl.config.LOSS_FIELDS`: KL β, ratio level, aggregation). `TrainConfig` applies them to every
+loss field left unset, from the CLI and from Python alike.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from typing import Any
 import torch
 
 from llm_marl.advantage import AdvantageConfig, group_advantages
+from llm_marl.config import LOSS_FIELDS
 from llm_marl.rollout import Episode, Rollout, Sample, SamplingPlan
 
 
@@ -78,8 +80,9 @@ class Algorithm:
         return getattr(self.module, "assign", None)
 
     @property
-    def optim_defaults(self) -> dict[str, Any]:
-        return dict(getattr(self.module, "OPTIM_DEFAULTS", {}))
+    def loss_defaults(self) -> dict[str, Any]:
+        """The paper's loss settings: KL β, ratio level and aggregation."""
+        return dict(self.module.LOSS_DEFAULTS)
 
     def check_env(self, env: Any, config: Any) -> None:
         check = getattr(self.module, "check_env", None)
@@ -114,6 +117,9 @@ def get(algo_id: str) -> Algorithm:
     unit = getattr(mod, "ADVANTAGE_UNIT", "sample")
     if unit not in ("sample", "episode"):
         raise ValueError(f"{mod.__name__}.ADVANTAGE_UNIT must be 'sample' or 'episode', got {unit!r}")
+    missing = set(LOSS_FIELDS) - set(getattr(mod, "LOSS_DEFAULTS", {}))
+    if missing:
+        raise ValueError(f"{mod.__name__}.LOSS_DEFAULTS must give the paper's {', '.join(sorted(missing))}")
     credit, key = getattr(mod, "credit", None), getattr(mod, "group_key", None)
     if not hasattr(mod, "assign") and (credit is None or key is None):
         raise ValueError(f"{mod.__name__} must define credit() and group_key(), or assign()")
@@ -129,7 +135,8 @@ def assign_advantages(rollout: Rollout, algorithm: Algorithm | str, config: Any,
     sample of an episode must get the same credit). Groups of one and zero-variance groups get
     advantage 0 and are counted (`advantage/singleton_groups`, `advantage/zero_std_groups`).
     `credit(rollout)` (e.g. `--credit shapley`) replaces the algorithm's credits after its group keys
-    are set; members are then samples.
+    are set; members are then samples, and each group is split by role (an agent's credit is compared
+    with the same agent's only).
     """
     algo = get(algorithm) if isinstance(algorithm, str) else algorithm
     episodes = rollout.episodes_by_id()
@@ -142,6 +149,11 @@ def assign_advantages(rollout: Rollout, algorithm: Algorithm | str, config: Any,
             s.group_key = algo.group_key(s, config)
     out: dict[str, float] = credit(rollout) if credit is not None else {}
     unit = algo.advantage_unit if credit is None else "sample"
+    if credit is not None:
+        # A Shapley credit φ_i is agent i's own reward (Shapley-PRM Eq. 5): it is compared with the same
+        # agent's φ on the query's other rollouts, never with another agent's (SHARP's Eq. 14 groups alike).
+        for s in samples:
+            s.group_key = (s.group_key, s.role)
     for s in samples:
         if not math.isfinite(s.credit):
             raise ValueError(f"{algo.id}: credit of sample {s.sample_id} is {s.credit}")

@@ -20,7 +20,9 @@ Deviations from the paper:
    (1-λ)·m·r_loc mix; Eq. 4 (`"eq4"`) is the default, as in the main text.
 3. The argmax breaks ties by the lowest candidate index (Alg. 1 leaves ties open).
 4. Eq. 3 is a plain log-likelihood objective; the update uses the shared clipped surrogate
-   (`llm_marl.loss`), whose `aggregation="seq-sum"` equals Eq. 3's log π(a|o) at ratio 1.
+   (`llm_marl.loss`) with token-level ratios and `token-mean` aggregation, the setting of the
+   authors' released training config (verl `loss_agg_mode: token-mean`, no KL loss);
+   `--loss-agg seq-sum` gives Eq. 3's literal per-reply sum log π(a|o) at ratio 1.
 5. The turn horizon T is the environment's `max_turns`, and "for each agent i" follows the
    environment's turn order (`agent_selection`).
 """
@@ -36,6 +38,8 @@ from llm_marl.rollout import Episode, Sample, SamplingPlan, tree
 
 ADVANTAGE_UNIT = "sample"
 """Each candidate is its own member of its (e, i, t) group."""
+LOSS_DEFAULTS = {"kl_beta": 0.0, "ratio_level": "token", "loss_agg": "token-mean"}
+"""Deviation 4: the authors' released setting (token ratios, token-mean, no KL)."""
 
 
 @dataclass(frozen=True)

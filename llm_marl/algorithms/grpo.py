@@ -23,7 +23,7 @@ Deviations from the paper:
 1. Multi-turn episodes (up to `max_turns`) instead of one answer; with `max_turns=1` the credit
    is exactly the outcome reward of GRPO's outcome supervision.
 2. The reward is the environment's mixed reward (AT-GRPO appendix A.1), not a 0/1 outcome.
-3. No KL term by default (`LossConfig.beta = 0`), as in most recent GRPO recipes.
+3. No KL term by default (β = 0, `--kl-beta` sets it), as in most recent GRPO recipes.
 """
 
 from __future__ import annotations
@@ -37,6 +37,9 @@ from llm_marl.rollout import Episode, Sample, SamplingPlan, parallel
 
 ADVANTAGE_UNIT = "episode"
 """One member per episode: its credit is shared by all its samples."""
+LOSS_DEFAULTS = {"kl_beta": 0.0, "ratio_level": "token", "loss_agg": "seq-mean"}
+"""GRPO's objective 1/G Σ_i 1/|o_i| Σ_t (per-token ratios, each reply's tokens averaged, then the mean
+over replies); β = 0 (deviation 3)."""
 
 
 @dataclass(frozen=True)

@@ -36,6 +36,9 @@ from llm_marl.rollout import Episode, Sample, SamplingPlan, parallel
 
 ADVANTAGE_UNIT = "episode"
 """One member per rollout (the planner's G rollouts); workers share their rollout's advantage."""
+LOSS_DEFAULTS = {"kl_beta": 0.0, "ratio_level": "token", "loss_agg": "seq-mean"}
+"""J_MATPO: token ratios, each rollout's tokens averaged (1/Σ_t|τ_i^t|, with `loss_segment="episode"`),
+then the mean over the G rollouts; the objective has no KL term."""
 
 
 @dataclass(frozen=True)

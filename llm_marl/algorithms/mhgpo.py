@@ -49,8 +49,8 @@ from llm_marl.rollout import Branch, Decision, Rollout, Sample, SamplingPlan
 from llm_marl.rollout.replay import episode_value
 
 ADVANTAGE_UNIT = "sample"
-OPTIM_DEFAULTS = {"kl_beta": 0.001, "loss_agg": "seq-mean"}
-"""Eq. 6: 1/|o_{k,i}| per output, mean over outputs, β = 0.001 (Table 2)."""
+LOSS_DEFAULTS = {"kl_beta": 0.001, "ratio_level": "token", "loss_agg": "seq-mean"}
+"""Eq. 6: token ratios, 1/|o_{k,i}| per output, mean over outputs, β = 0.001 (Table 2)."""
 PAPER_FORK_PROBS = (0.7, 0.1, 0.2)
 Sampling = Literal["is", "fof", "rr"]
 

@@ -49,7 +49,8 @@ from llm_marl.rollout.replay import Replays, episode_value, players_of, replay_v
 
 ADVANTAGE_UNIT = "episode"
 """One member per (trajectory, agent); all of an agent's replies in a trajectory share it."""
-OPTIM_DEFAULTS = {"ratio_level": "sequence", "loss_agg": "seq-mean"}
+LOSS_DEFAULTS = {"kl_beta": 0.0, "ratio_level": "sequence", "loss_agg": "seq-mean"}
+"""Eq. 15: one trajectory-level ratio per (trajectory, agent) segment, averaged over segments; no KL term."""
 
 
 @dataclass(frozen=True)

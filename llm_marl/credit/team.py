@@ -19,7 +19,9 @@ while none of its messages broke the output rules) locates the first error by bi
 4.2); the rejected reply y- is paired with a reply of the same role to the identical prompt from an
 episode that did better (y+), and `--dpo-beta > 0` trains on these pairs with the DPO loss.
 
-Deviations: the group keys and normalisation stay the algorithm's; the paper applies the success
+Groups: the algorithm's group key split by role, (key, agent): φ_i is agent i's reward (Eq. 5), so it
+is normalised against the same agent's φ on the other rollouts of the query (MATPO's or GRPO's
+query groups would otherwise rank one agent's share against another's). Deviations: the paper applies the success
 route to successful episodes only, we give every episode its Shapley credit (on a failure the φ sum
 to -v(∅), which still ranks the agents) and add the failure route on top.
 """
