@@ -30,6 +30,7 @@ class ModelConfig:
     lora_r: int = opt(16, "LoRA rank")
     lora_alpha: int = opt(32, "LoRA alpha")
     lora_dropout: float = opt(0.0, "LoRA dropout")
+    init_adapters: str = opt("", "start the adapters from saved ones (an `llm-marl sft` or `train` run directory, or its adapters folder): a warm start")
 
     def __post_init__(self) -> None:
         if self.lora_r < 1:
@@ -88,6 +89,11 @@ QUICK_ENV_ARGS: dict[str, dict[str, Any]] = {
 }
 
 
+def quick_env_args(env: str, env_args: dict[str, Any] | None) -> dict[str, Any]:
+    """The environment options a run uses: the user's, or when none are given the quick configuration."""
+    return dict(env_args) if env_args else dict(QUICK_ENV_ARGS.get(env, {}))
+
+
 @dataclass
 class RunConfig:
     env: str = opt("plan_path", "environment (see `llm-marl envs`)")
@@ -99,12 +105,18 @@ class RunConfig:
     out_dir: str = opt("runs", "root folder of run directories")
     run_name: str = opt("", "run directory name (default <env>__<algo>__<seed>__<time>)")
     checkpoint_every: int = opt(1, "write a checkpoint every N steps (and at the end)")
+    eval_episodes: int = opt(0, "held-out episodes (test split, greedy) evaluated before the first step and after the last; 0 = none")
+    threads: int = opt(0, "torch CPU threads for sampling and updates; 0 = one per available CPU (the CLI also makes idle OpenMP threads sleep, so a busy machine slows a run down gracefully)")
     deterministic: bool = opt(False, "deterministic torch kernels and seeded sampling: a resumed run equals an uninterrupted one")
     progress: bool = opt(True, "progress bars (off automatically when not a terminal)")
 
     def __post_init__(self) -> None:
         if self.steps < 1 or self.envs_per_step < 1:
             raise ValueError("--steps and --envs-per-step must be >= 1")
+        if self.eval_episodes < 0:
+            raise ValueError(f"--eval-episodes must be >= 0, got {self.eval_episodes}")
+        if self.threads < 0:
+            raise ValueError(f"--threads must be >= 0 (0 = one per available CPU), got {self.threads}")
         if self.checkpoint_every < 1:
             raise ValueError(f"--checkpoint-every must be >= 1, got {self.checkpoint_every}")
 
@@ -133,12 +145,15 @@ def _parse_kv(value: str) -> tuple[str, Any]:
         return key.strip(), raw
 
 
-def add_arguments(parser: argparse.ArgumentParser, cls: type, title: str, shown_defaults: dict[str, Any] | None = None) -> None:
-    """Add one flag per field of `cls`, with its help and choices. Defaults are left to the class;
-    `shown_defaults` replaces the default the help shows (e.g. the chosen algorithm's loss settings)."""
+def add_arguments(parser: argparse.ArgumentParser, cls: type, title: str, shown_defaults: dict[str, Any] | None = None,
+                  exclude: tuple[str, ...] = ()) -> None:
+    """Add one flag per field of `cls` (but `exclude`), with its help and choices. Defaults are left to
+    the class; `shown_defaults` replaces the default the help shows (e.g. the algorithm's loss settings)."""
     group = parser.add_argument_group(title)
     hints = typing.get_type_hints(cls)
     for f in dataclasses.fields(cls):
+        if f.name in exclude:
+            continue
         help_text = f.metadata.get("help", "")
         default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
         default = (shown_defaults or {}).get(f.name, default)

@@ -19,8 +19,15 @@ def evaluate(engine: Engine, env: str, *, n: int = 50, split: str = "test", seed
              sampling: SamplingParams = SamplingParams(temperature=0.0, max_new_tokens=256)) -> dict[str, Any]:
     """Play `n` episodes of `env` on `split` (instance seeds seed..seed+n-1), one line of play each.
 
-    Returns `success_rate`, `mean_return` per role (sum of the role's step rewards per episode),
-    `mean_step_reward`, `parse_error_rate` per role, `mean_turns` and the counts behind them.
+    What each number means (the README's "Scores" section says the same):
+    - `success_rate`: fraction of episodes that solved the task (the environment's `success`).
+    - `mean_reward[role]`: the role's mixed step reward (what training maximises), averaged over
+      all its replies.
+    - `final_team_reward`: the team reward of each episode's last step, averaged over episodes.
+    - `mean_return[role]`: the sum of the role's step rewards in an episode, averaged; it grows
+      with the number of turns taken, so compare it only between runs with the same turn budget.
+    - `format_error_rate[role]`: replies that ended normally but did not follow the answer format;
+      `truncated_rate[role]`: replies cut off at `max_new_tokens` (not counted as format errors).
     """
     if n < 1:
         raise ValueError(f"n must be >= 1, got {n}")
@@ -31,21 +38,27 @@ def evaluate(engine: Engine, env: str, *, n: int = 50, split: str = "test", seed
         for role, value in episode.returns.items():
             returns[role].append(value)
     step_rewards: dict[str, list[float]] = defaultdict(list)
-    parse_errors: dict[str, list[bool]] = defaultdict(list)
+    format_errors: dict[str, list[float]] = defaultdict(list)
+    truncated: dict[str, list[float]] = defaultdict(list)
     turns: dict[str, int] = {}
     for sample in out.samples:
+        cut = sample.finish_reason == "length"
         step_rewards[sample.role].append(sample.reward)
-        parse_errors[sample.role].append(sample.info.get("parse_error") is not None)
+        truncated[sample.role].append(float(cut))
+        format_errors[sample.role].append(float(sample.info.get("parse_error") is not None and not cut))
         turns[sample.episode_id] = max(turns.get(sample.episode_id, 0), sample.turn + 1)
+    final_team = [float(out.samples[ep.sample_ids[-1]].info.get("team_reward", 0.0)) for ep in out.episodes if ep.sample_ids]
     mean = lambda xs: sum(xs) / len(xs) if xs else 0.0  # noqa: E731
     return {
         "env": env,
         "split": split,
         "episodes": len(out.episodes),
         "success_rate": mean([float(ep.success) for ep in out.episodes]),
+        "mean_reward": {role: mean(v) for role, v in sorted(step_rewards.items())},
+        "final_team_reward": mean(final_team),
         "mean_return": {role: mean(v) for role, v in sorted(returns.items())},
-        "mean_step_reward": {role: mean(v) for role, v in sorted(step_rewards.items())},
-        "parse_error_rate": {role: mean([float(x) for x in v]) for role, v in sorted(parse_errors.items())},
+        "format_error_rate": {role: mean(v) for role, v in sorted(format_errors.items())},
+        "truncated_rate": {role: mean(v) for role, v in sorted(truncated.items())},
         "mean_turns": mean(list(turns.values())),
         "replies": len(out.samples),
         "cut_episodes": int(out.stats.get("cut_episodes", 0)),

@@ -376,6 +376,59 @@ class PolicySet:
         for name, p in self.model.named_parameters():
             p.requires_grad_(_adapter_of(name) is not None)
 
+    def init_from(self, directory: str | Path) -> dict[str, str]:
+        """Start every adapter of this set from adapters saved by `save` (a warm start, e.g. SFT), keeping
+        this set's σ: adapter m takes the saved adapter that served m's roles, so shared SFT adapters can
+        start per-role RL and vice versa. Returns {adapter: the saved adapter it started from}.
+
+        Raises ValueError naming the fix when a role has no saved adapter, when m's roles were trained
+        as different adapters, or when the LoRA shape or the base model differ.
+        """
+        from peft.utils import set_peft_model_state_dict
+        from safetensors.torch import load_file
+
+        directory = Path(directory)
+        if (directory / "adapters" / MANIFEST).is_file():  # a run directory
+            directory = directory / "adapters"
+        manifest_path = directory / MANIFEST
+        if not manifest_path.is_file():
+            raise ValueError(f"--init-adapters {directory}: no {MANIFEST} there; pass a run directory or its adapters folder "
+                             "(written by `llm-marl sft` or `llm-marl train`)")
+        saved = json.loads(manifest_path.read_text())
+        saved_lora = LoRAConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in saved["lora"].items()})
+        if (saved_lora.r, saved_lora.alpha, set(saved_lora.target_modules)) != (self.lora.r, self.lora.alpha, set(self.lora.target_modules)):
+            raise ValueError(f"--init-adapters {directory} holds LoRA r={saved_lora.r}, alpha={saved_lora.alpha} on "
+                             f"{list(saved_lora.target_modules)}; this run has r={self.lora.r}, alpha={self.lora.alpha}: "
+                             f"pass --lora-r {saved_lora.r} --lora-alpha {saved_lora.alpha}")
+        base = saved.get("base_model")
+        if base and self.model_path and Path(base).resolve() != Path(self.model_path).resolve():
+            raise ValueError(f"--init-adapters {directory} were trained on {base}, this run loads {self.model_path}: "
+                             "pass the same --model")
+        saved_sigma, saved_default = dict(saved["sigma"]), saved.get("default_adapter")
+        sources: dict[str, str] = {}
+        for adapter in self.adapters:
+            roles = [r for r, a in self.sigma.items() if a == adapter] or list(saved_sigma) or ["*"]
+            found = {saved_sigma.get(r, saved_default) for r in roles}
+            if None in found:
+                raise ValueError(f"--init-adapters {directory} has no adapter for role(s) "
+                                 f"{[r for r in roles if saved_sigma.get(r, saved_default) is None]} (saved σ {saved_sigma})")
+            if len(found) > 1:
+                raise ValueError(f"adapter {adapter!r} serves roles {roles}, which {directory} trained as different adapters "
+                                 f"{sorted(found)}: pass the --policy the adapters were trained with ({saved_sigma})")
+            sources[adapter] = found.pop()
+        for adapter, source in sources.items():
+            state = load_file(str(directory / source / "adapter_model.safetensors"), device=str(self.device))
+            # PEFT names saved keys without the adapter name; load them into `adapter`.
+            result = set_peft_model_state_dict(self.model, state, adapter_name=adapter)
+            missing = [k for k in getattr(result, "missing_keys", []) if f".{adapter}." in k and "lora_" in k]
+            unexpected = [k for k in getattr(result, "unexpected_keys", []) if "lora_" in k]
+            if missing or unexpected:
+                raise ValueError(f"adapter {source!r} in {directory} does not fit this model: "
+                                 f"missing {missing[:3]}, unexpected {unexpected[:3]}")
+        for name, p in self.model.named_parameters():
+            p.requires_grad_(_adapter_of(name) is not None)
+        return sources
+
     def set_deterministic(self, enabled: bool = True, seed: int | None = None) -> None:
         """See `set_deterministic`."""
         set_deterministic(enabled, seed)

@@ -49,6 +49,14 @@ def add_commands(sub: Any, argv: Sequence[str]) -> None:
     p.add_argument("--resume", metavar="RUN_DIR", help="continue a killed run from its last checkpoint (flags given override its config)")
     p.set_defaults(func=cmd_train, algo_id=algo_id)
 
+    p = sub.add_parser("sft", help="fine-tune the LoRA adapters on oracle demonstrations or your transcripts (a warm start for train)",
+                       description="Supervised warm start: writes a run directory whose adapters `train --init-adapters` starts from.")
+    from llm_marl.sft import SFTConfig
+
+    add_arguments(p, SFTConfig, "sft")
+    add_arguments(p, ModelConfig, "model", exclude=("engine",))
+    p.set_defaults(func=cmd_sft)
+
     p = sub.add_parser("eval", help="success rate and mean rewards of a model (with adapters) on a split; JSON out")
     p.add_argument("--env", required=True, help="environment (see `llm-marl envs`)")
     p.add_argument("--env-arg", action="append", default=[], metavar="KEY=VALUE", help="environment option (repeatable)")
@@ -107,6 +115,39 @@ def cmd_train(args: argparse.Namespace) -> int:
     print(json.dumps({"run_dir": str(run.path), "steps": len(metrics),
                       "last": {k: v for k, v in (metrics[-1] if metrics else {}).items() if k.startswith(("step", "reward/success", "credit/"))}}))
     return 0
+
+
+def cmd_sft(args: argparse.Namespace) -> int:
+    from llm_marl.cli import UserError
+
+    try:
+        from llm_marl.sft import SFTConfig, read_transcripts, run_sft
+
+        config, model = from_args(SFTConfig, args), from_args(ModelConfig, args)
+        transcripts, heldout = _sft_transcripts(config)
+        run = run_sft(config, model, transcripts, heldout, log=lambda msg: print(msg, file=sys.stderr))
+    except (ValueError, TypeError, FileNotFoundError) as exc:
+        raise UserError(str(exc)) from None
+    print(json.dumps({"run_dir": str(run.path), **json.loads((run.path / "summary.json").read_text())}))
+    return 0
+
+
+def _sft_transcripts(config: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(training transcripts, held-out transcripts): the user's file, or the oracle's demonstrations
+    on the train split; held-out ones always come from the oracle on the val split."""
+    # The CLI is the application layer: it may use agents/ (the trainer modules never do).
+    from agents.demonstrations import oracle_demonstrations
+    from llm_marl.config import quick_env_args
+    from llm_marl.sft import read_transcripts
+    from llm_marl_envs.registry import get as get_env
+
+    name = get_env(config.env).name
+    env_kwargs = quick_env_args(name, config.env_args)
+    demos = lambda n, split: list(oracle_demonstrations(name, n, split=split, seed=config.seed, env_kwargs=env_kwargs,  # noqa: E731
+                                                        oracle_options=config.oracle_args))
+    transcripts = read_transcripts(config.data) if config.data else demos(config.demos, "train")
+    heldout = demos(config.heldout_demos, "val") if config.heldout_demos else []
+    return transcripts, heldout
 
 
 def cmd_eval(args: argparse.Namespace) -> int:

@@ -21,6 +21,7 @@ Deviations (numbered, as the algorithms' own are):
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import time
 import warnings
@@ -34,13 +35,14 @@ import torch
 from llm_marl.advantage import AdvantageConfig
 from llm_marl.algorithms import Algorithm, assign_advantages
 from llm_marl.algorithms import get as get_algorithm
-from llm_marl.config import QUICK_ENV_ARGS, ModelConfig, OptimConfig, RunConfig, SamplingConfig
+from llm_marl.config import ModelConfig, OptimConfig, RunConfig, SamplingConfig, quick_env_args
 from llm_marl.credit.dpo import dpo_loss
 from llm_marl.credit.team import CreditConfig, assign_shapley, preference_pairs, shapley_plan
 from llm_marl.engines.base import SamplingParams
 from llm_marl.loss import LossConfig, policy_loss
 from llm_marl.rollout import Rollout, Sample, batches_by_adapter, collate, make_tasks, rollout
 from llm_marl.runs import RunDir
+from llm_marl.signal import postfix, run_counts, signal_metrics, step_line, step_messages
 
 TRAINER_STATE = "trainer_state.pt"
 
@@ -87,7 +89,7 @@ class TrainConfig:
 
     def env_kwargs(self) -> dict[str, Any]:
         """The environment's options: the user's (or the quick defaults), then what the algorithm needs."""
-        base = dict(self.run.env_args) if self.run.env_args else dict(QUICK_ENV_ARGS.get(self.run.env, {}))
+        base = quick_env_args(self.run.env, self.run.env_args)
         return {**base, **self.algorithm.env_kwargs(self.algo, self.run.env)}
 
     def to_dict(self) -> dict[str, Any]:
@@ -147,6 +149,7 @@ def update_policy(policy: Any, optimizers: dict[str, torch.optim.Optimizer], sam
                 loss.backward()
                 grad_norm = torch.nn.utils.clip_grad_norm_(params, optim.grad_clip)
                 optimizer.step()
+                sums[f"update/{adapter}/optimizer_steps"].append(1.0)
                 sums[f"loss/{adapter}/total"].append(float(loss.detach()))
                 sums[f"loss/{adapter}/grad_norm"].append(float(grad_norm))
                 for key, value in metrics.items():
@@ -257,7 +260,10 @@ def step_metrics(out: Rollout) -> dict[str, float]:
         fields[s.role]["reward"].append(s.reward)
         fields[s.role]["team_reward"].append(float(s.info.get("team_reward", 0.0)))
         fields[s.role]["local_reward"].append(float(s.info.get("local_reward", 0.0)))
-        fields[s.role]["parse_error"].append(float(s.info.get("parse_error") is not None))
+        # A reply cut off by --max-new-tokens is counted as truncated, not as a format error.
+        truncated = s.finish_reason == "length"
+        fields[s.role]["truncated"].append(float(truncated))
+        fields[s.role]["parse_error"].append(float(s.info.get("parse_error") is not None and not truncated))
         fields[s.role]["response_tokens"].append(float(len(s.response_ids)))
     for role, values in sorted(fields.items()):
         for key, xs in values.items():
@@ -272,6 +278,7 @@ def trajectory_records(out: Rollout) -> list[dict[str, Any]]:
         "sample_id": s.sample_id, "task_id": s.task_id, "episode_id": s.episode_id, "role": s.role, "turn": s.turn,
         "candidate": s.candidate, "selected": s.selected, "trainable": s.trainable, "adapter": s.adapter, "reward": s.reward, "credit": s.credit,
         "group_key": repr(s.group_key), "advantage": s.advantage, "text": s.text,
+        "finish_reason": s.finish_reason, "truncated": s.finish_reason == "length",
         "info": {k: v for k, v in s.info.items() if k in ("team_reward", "local_reward", "local_terms", "mask", "parse_error", "success")},
     } for s in out.samples]
 
@@ -308,6 +315,7 @@ def train(config: TrainConfig, resume: str | None = None, log: Any = print,
     tests); the trainer then recomputes the old log-probs with its own model.
     """
     from llm_marl.policies import LoRAConfig, PolicySet, set_deterministic
+    from llm_marl.threads import set_threads
     from llm_marl_envs.registry import make_raw
 
     run_cfg = config.run
@@ -316,17 +324,21 @@ def train(config: TrainConfig, resume: str | None = None, log: Any = print,
     probe = make_raw(run_cfg.env, **env_kwargs)
     algorithm.check_env(probe, config.algo)
     roles = list(probe.possible_agents)
+    set_threads(run_cfg.threads)
     if run_cfg.deterministic:
         set_deterministic(True, run_cfg.seed)
     torch.manual_seed(run_cfg.seed)
 
+    lora = LoRAConfig(r=config.model.lora_r, alpha=config.model.lora_alpha, dropout=config.model.lora_dropout)
+    policy = PolicySet.from_pretrained(config.model.model, roles=roles, policy=config.model.policy, lora=lora, seed=run_cfg.seed)
+    if config.model.init_adapters:
+        sources = policy.init_from(config.model.init_adapters)  # before the run directory exists: a bad path leaves nothing behind
+        log(f"adapters start from {config.model.init_adapters}: " + ", ".join(f"{a} <- {s}" for a, s in sources.items()))
     if resume:
         run = RunDir.open(resume)
     else:
         run = RunDir.create(run_cfg.out_dir, run_cfg.env, algorithm.id, run_cfg.seed, name=run_cfg.run_name or None)
         run.save_config(config.to_dict())
-    lora = LoRAConfig(r=config.model.lora_r, alpha=config.model.lora_alpha, dropout=config.model.lora_dropout)
-    policy = PolicySet.from_pretrained(config.model.model, roles=roles, policy=config.model.policy, lora=lora, seed=run_cfg.seed)
     optimizers = {a: torch.optim.AdamW(policy.trainable_parameters(a), lr=config.optim.lr, weight_decay=config.optim.weight_decay)
                   for a in policy.adapters}
     schedulers = {a: torch.optim.lr_scheduler.LambdaLR(opt, lr_lambda(config.optim, run_cfg.steps)) for a, opt in optimizers.items()}
@@ -354,12 +366,16 @@ def train(config: TrainConfig, resume: str | None = None, log: Any = print,
         plan = shapley_plan(plan, config.credit)
     loss_config = config.loss
     segment = getattr(config.algo, "loss_segment", "sample")
+    hints: set[str] = set()
     log(f"run directory: {run.path}")
     try:
         from tqdm import tqdm
 
+        if run_cfg.eval_episodes and not (run.path / EVAL_BEFORE).exists():
+            held_out_eval(config, engine, policy, run.path / EVAL_BEFORE, "before training", log)
         steps = tqdm(range(start, run_cfg.steps + 1), initial=start - 1, total=run_cfg.steps, desc="train",
                      disable=not run_cfg.progress or None)
+        say = steps.write if not steps.disable else log  # messages between bar updates, or as plain log lines
         for step in steps:
             t0 = time.perf_counter()
             tasks = make_tasks(run_cfg.env, step_seeds(run_cfg.seed, step, run_cfg.envs_per_step), split="train", env_kwargs=env_kwargs)
@@ -370,6 +386,7 @@ def train(config: TrainConfig, resume: str | None = None, log: Any = print,
             metrics = step_metrics(out)
             credit = (lambda r: assign_shapley(r, config.credit)) if config.credit.enabled else None
             metrics.update(assign_advantages(out, algorithm, config.algo, AdvantageConfig(), credit=credit))
+            metrics.update(signal_metrics(metrics))
             if not own_logprobs:
                 recompute_old_logprobs(policy, out.samples, sampling.temperature)
             rng = np.random.default_rng(step_seeds(run_cfg.seed + 2, step, 1)[0])
@@ -379,7 +396,7 @@ def train(config: TrainConfig, resume: str | None = None, log: Any = print,
                 metrics.update(pair_stats)
                 metrics.update(update_dpo(policy, optimizers, pairs, config.credit.dpo_beta, config.optim, sampling.temperature))
             with warnings.catch_warnings():
-                # An adapter whose samples all had advantage 0 took no optimiser step this step.
+                # An adapter that took no optimiser step this step is reported by step_messages below.
                 warnings.filterwarnings("ignore", message=r"Detected call of `lr_scheduler\.step\(\)` before")
                 for scheduler in schedulers.values():
                     scheduler.step()
@@ -396,9 +413,66 @@ def train(config: TrainConfig, resume: str | None = None, log: Any = print,
                 torch.save({"step": step, "optimizers": {a: o.state_dict() for a, o in optimizers.items()},
                             "schedulers": {a: s.state_dict() for a, s in schedulers.items()}}, tmp / TRAINER_STATE)
                 run.commit_checkpoint(step, tmp)
-            steps.set_postfix(success=f"{metrics['reward/success_rate']:.2f}", credit=f"{metrics.get('credit/mean', 0.0):.3f}")
+            steps.set_postfix(postfix(metrics))
+            if steps.disable:
+                say(step_line(step, run_cfg.steps, metrics))
+            for message in step_messages(metrics, list(policy.adapters), hints, env=run_cfg.env):
+                say(f"step {step}: {message}")
         policy.save(run.path / "adapters")
+        if run_cfg.eval_episodes:
+            held_out_eval(config, engine, policy, run.path / EVAL_AFTER, "after training", log)
     finally:
         engine.close()
-    log(f"done: metrics in {run.path / 'metrics.jsonl'}, adapters in {run.path / 'adapters'}")
+    summary = write_summary(run, list(policy.adapters))
+    for line in summary_lines(summary):
+        log(line)
+    log(f"done: metrics in {run.path / 'metrics.jsonl'}, adapters in {run.path / 'adapters'}, summary in {run.path / SUMMARY}")
     return run
+
+
+# ---------------------------------------------------------------------------- evaluation and summary
+EVAL_BEFORE, EVAL_AFTER, SUMMARY = "eval_before.json", "eval_after.json", "summary.json"
+
+
+def held_out_eval(config: TrainConfig, engine: Any, policy: Any, path: Any, when: str, log: Any) -> dict[str, Any]:
+    """Greedy episodes of the test split (the same instances before and after), written to `path`."""
+    from llm_marl.evaluate import evaluate
+
+    t0 = time.perf_counter()
+    result = evaluate(engine, config.run.env, n=config.run.eval_episodes, split="test", seed=0, env_kwargs=config.env_kwargs(),
+                      sigma=policy, sampling=SamplingParams(temperature=0.0, max_new_tokens=config.sampling.max_new_tokens))
+    result["seconds"] = round(time.perf_counter() - t0, 1)
+    path.write_text(json.dumps(result, indent=2) + "\n")
+    rewards = ", ".join(f"{role} {value:.3f}" for role, value in result["mean_reward"].items())
+    log(f"held-out eval {when} ({result['episodes']} test episodes, greedy): success {result['success_rate']:.3f}, "
+        f"mean reward {rewards} ({result['seconds']} s)")
+    return result
+
+
+def write_summary(run: RunDir, adapters: list[str]) -> dict[str, Any]:
+    """`summary.json`: the learning-signal counts of every step, the last step's rewards, and the
+    held-out evaluation before and after training when there is one."""
+    history = run.metrics()
+    summary: dict[str, Any] = {"run_dir": str(run.path), **run_counts(history, adapters)}
+    if history:
+        last = history[-1]
+        summary["last_step"] = {k: v for k, v in last.items() if k.startswith(("reward/success_rate", "reward/reward/", "signal/"))}
+        summary["train_s"] = round(sum(m.get("perf/step_s", 0.0) for m in history), 1)
+    for key, name in (("eval_before", EVAL_BEFORE), ("eval_after", EVAL_AFTER)):
+        if (run.path / name).exists():
+            summary[key] = json.loads((run.path / name).read_text())
+    (run.path / SUMMARY).write_text(json.dumps(summary, indent=2) + "\n")
+    return summary
+
+
+def summary_lines(summary: dict[str, Any]) -> list[str]:
+    """The summary in words, for the end of the log."""
+    lines = [f"{summary['steps']} steps; steps without learning signal: {summary['steps_without_signal']}; "
+             "steps without an optimiser step, per adapter: "
+             + ", ".join(f"{a} {n}" for a, n in summary["adapter_steps_without_update"].items())]
+    before, after = summary.get("eval_before"), summary.get("eval_after")
+    if before and after:
+        lines.append(f"held-out test, greedy ({after['episodes']} episodes): success {before['success_rate']:.3f} -> "
+                     f"{after['success_rate']:.3f}; mean reward " + ", ".join(
+                         f"{role} {before['mean_reward'].get(role, 0.0):.3f} -> {value:.3f}" for role, value in after["mean_reward"].items()))
+    return lines

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+from typing import Any
 
 from ..base import Agent
 
@@ -18,8 +19,12 @@ ORACLES: dict[str, str] = {
 }
 
 
-def make_oracle(env_name: str) -> Agent:
+def make_oracle(env_name: str, **options: Any) -> Agent:
+    """The oracle of `env_name`; `options` go to its constructor (e.g. Plan-Path's `program="answer"`)."""
     if env_name not in ORACLES:
         raise ValueError(f"no oracle for {env_name!r}; available: {', '.join(ORACLES)}")
     module, cls = ORACLES[env_name].split(":")
-    return getattr(importlib.import_module(module), cls)()
+    try:
+        return getattr(importlib.import_module(module), cls)(**options)
+    except TypeError as exc:
+        raise ValueError(f"the {env_name} oracle takes no such option ({exc}); see {module}") from None

@@ -83,9 +83,20 @@ def reaches_goal(grid: list[str], moves: list[str]) -> bool:
 
 
 class PlanPathOracle(Agent):
+    """`program="search"`: the tool writes the BFS program above (it really searches, in the sandbox);
+    `"answer"`: a one-line program printing the path the oracle found (short demonstrations for small
+    models and short reply budgets)."""
+
+    def __init__(self, program: str = "search"):
+        if program not in ("search", "answer"):
+            raise ValueError(f"program must be 'search' or 'answer', got {program!r}")
+        self.program = program
+
     def act(self, role: str, observation: dict[str, Any]) -> str:
         task = last_user_text(observation)
         grid = parse_grid(task)
+        if role == "tool" and self.program == "answer":
+            return "```python\nprint(\"[" + ", ".join(bfs(grid)) + "]\")\n```"
         if role == "tool":
             return "BFS from A to G over free cells.\n```python\n" + TOOL_PROGRAM.format(grid="\n".join(grid)) + "```"
         found = re.search(r"Tool proposed action list: \[([^\]]*)\]", task)

@@ -2,7 +2,7 @@
 
 Credit, group keys and advantages are checked by hand against known replies (DESIGN.md "Tests"),
 so the engine must be exact and cheap: `reply_fn(request, sample_index) -> str` decides every
-reply. Token ids come from `tokenizer` when one is given (its chat template, if any, for the
+reply (or returns a whole `Completion`, e.g. one cut off with `finish_reason="length"`). Token ids come from `tokenizer` when one is given (its chat template, if any, for the
 prompt), else from character codes; every log-prob is 0.0 (the replies are certain).
 """
 
@@ -32,8 +32,11 @@ class ScriptedEngine:
             completions = []
             for k in range(request.n):
                 text = self.reply_fn(request, k)
+                if isinstance(text, Completion):  # a reply with its own ids or finish reason (e.g. cut off: "length")
+                    completions.append(text)
+                    continue
                 if not isinstance(text, str):
-                    raise TypeError(f"reply_fn must return str, got {type(text).__name__}")
+                    raise TypeError(f"reply_fn must return str or Completion, got {type(text).__name__}")
                 ids = self._encode(text) or [self._eos_id()]  # a real engine returns at least its EOS
                 completions.append(Completion(text=text, token_ids=ids, logprobs=[0.0] * len(ids)))
             results.append(GenerationResult(request=request, prompt_ids=self._prompt_ids(request.messages), completions=completions))

@@ -1,0 +1,89 @@
+"""No silent non-learning: what a training step learned from, said in words.
+
+A group-relative advantage is zero for every member of a group whose rewards are all equal, and a
+sample with advantage 0 (and no KL term) contributes no gradient. A step whose groups all lack reward
+variance therefore trains nothing, and an adapter whose samples all have advantage 0 takes no
+optimiser step. Both are easy to miss in a metrics file, so each step's messages say them, the
+progress bar shows them, and the run's summary counts them.
+"""
+
+from __future__ import annotations
+
+
+def groups_with_variance(metrics: dict[str, float]) -> tuple[int, int]:
+    """(groups whose members' credits differ, all groups) of a step's `advantage/` metrics."""
+    groups = int(metrics.get("advantage/groups", 0))
+    dead = int(metrics.get("advantage/zero_std_groups", 0)) + int(metrics.get("advantage/singleton_groups", 0))
+    return groups - dead, groups
+
+
+def _role_rates(metrics: dict[str, float], key: str) -> dict[str, float]:
+    prefix = f"reward/{key}/"
+    return {k[len(prefix):]: v for k, v in metrics.items() if k.startswith(prefix)}
+
+
+def signal_metrics(metrics: dict[str, float]) -> dict[str, float]:
+    """`signal/groups_with_variance` and its fraction of all groups, for metrics.jsonl and the plots."""
+    varied, groups = groups_with_variance(metrics)
+    return {"signal/groups_with_variance": float(varied), "signal/frac_groups_with_variance": varied / groups if groups else 0.0}
+
+
+def idle_adapters(metrics: dict[str, float], adapters: list[str]) -> list[str]:
+    """Adapters that took no optimiser step in the step these metrics describe."""
+    return [a for a in adapters if not metrics.get(f"update/{a}/optimizer_steps", 0)]
+
+
+def step_messages(metrics: dict[str, float], adapters: list[str], hints: set[str], env: str = "ENV") -> list[str]:
+    """Sentences about the step's learning signal (empty when every adapter learned something).
+
+    `metrics` holds the step's `advantage/`, `update/<adapter>/` and `reward/` metrics; `hints` the
+    advice already given in this run (each is given once).
+    """
+    messages = []
+    varied, groups = groups_with_variance(metrics)
+    if groups and not varied:
+        why = ""
+        format_errors, truncated = _role_rates(metrics, "parse_error"), _role_rates(metrics, "truncated")
+        if truncated and min(truncated.values()) >= 1.0:
+            why = ": every reply was cut off at --max-new-tokens"
+        elif format_errors and min(f + truncated.get(r, 0.0) for r, f in format_errors.items()) >= 1.0:
+            why = ": no reply followed the answer format"
+        messages.append(f"no learning signal: none of the {groups} groups had reward variance (every member of each group "
+                        f"earned the same credit){why}, so every advantage is 0")
+        if why and "warm-start" not in hints:
+            hints.add("warm-start")
+            messages.append(f"hint: warm-start the policy on demonstrations first: `llm-marl sft --env {env}`, then "
+                            "`llm-marl train ... --init-adapters RUN_DIR/adapters`"
+                            + ("; or raise --max-new-tokens" if "cut off" in why else ""))
+    for adapter in idle_adapters(metrics, adapters):
+        samples = int(metrics.get(f"update/{adapter}/samples", 0))
+        reason = "it got no samples" if not samples else f"all its {samples} samples had advantage 0"
+        messages.append(f"adapter {adapter!r} took no optimiser step: {reason}")
+    return messages
+
+
+def run_counts(history: list[dict[str, float]], adapters: list[str]) -> dict[str, object]:
+    """The run summary's counts, from every logged step (so a resumed run counts its earlier steps too)."""
+    return {
+        "steps": len(history),
+        "steps_without_signal": sum(1 for m in history if groups_with_variance(m)[1] and not groups_with_variance(m)[0]),
+        "adapter_steps_without_update": {a: sum(1 for m in history if a in idle_adapters(m, [a])) for a in adapters},
+    }
+
+
+def postfix(metrics: dict[str, float]) -> dict[str, str]:
+    """Short fields for the progress bar."""
+    varied, groups = groups_with_variance(metrics)
+    rewards = {k.rsplit("/", 1)[1]: v for k, v in metrics.items() if k.startswith("reward/reward/")}
+    fields = {"success": f"{metrics.get('reward/success_rate', 0.0):.2f}"}
+    fields.update({f"r_{role}": f"{value:.2f}" for role, value in sorted(rewards.items())})
+    fields["signal"] = f"{varied}/{groups} groups" if varied else "NONE"
+    return fields
+
+
+def step_line(step: int, steps: int, metrics: dict[str, float]) -> str:
+    """One log line per step with the key numbers (for logs that are not a terminal)."""
+    fields = postfix(metrics)
+    rewards = " ".join(f"{k[2:]} {v}" for k, v in fields.items() if k.startswith("r_"))
+    return (f"step {step}/{steps}: success {fields['success']}, reward {rewards}, groups with variance {fields['signal']}, "
+            f"{metrics.get('perf/step_s', 0.0):.1f} s")

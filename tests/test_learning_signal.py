@@ -1,0 +1,100 @@
+"""No silent non-learning (issue 10, item 3): a step without reward variance, an adapter without an
+optimiser step, and a reply cut off by the token limit are all reported, in metrics and in words."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from llm_marl.algorithms import assign_advantages, get
+from llm_marl.engines.base import Completion, SamplingParams
+from llm_marl.engines.scripted import ScriptedEngine
+from llm_marl.evaluate import evaluate
+from llm_marl.rollout import make_tasks, parallel, rollout
+from llm_marl.signal import groups_with_variance, run_counts, signal_metrics, step_messages
+from llm_marl.trainer import step_metrics, trajectory_records
+
+QUICK = {"height": 4, "width": 4, "wall_density": 0.15, "min_path_length": 2, "max_path_length": 4, "max_turns": 1}
+
+
+def test_a_step_without_variance_says_so_once_with_the_fix():
+    metrics = {"advantage/groups": 4, "advantage/zero_std_groups": 4, "advantage/singleton_groups": 0,
+               "reward/parse_error/planner": 1.0, "reward/truncated/planner": 0.0,
+               "update/shared/samples": 8, "update/shared/skipped_zero_advantage": 8}
+    hints: set[str] = set()
+    first = step_messages(metrics, ["shared"], hints, env="plan_path")
+    assert first[0].startswith("no learning signal: none of the 4 groups had reward variance")
+    assert "no reply followed the answer format" in first[0]
+    assert any("llm-marl sft --env plan_path" in m for m in first)
+    assert first[-1] == "adapter 'shared' took no optimiser step: all its 8 samples had advantage 0"
+    again = step_messages(metrics, ["shared"], hints, env="plan_path")
+    assert not any("hint" in m for m in again)  # advice is given once per run
+    assert signal_metrics(metrics) == {"signal/groups_with_variance": 0.0, "signal/frac_groups_with_variance": 0.0}
+
+
+def test_a_learning_step_has_no_messages_and_counts_per_adapter():
+    learning = {"advantage/groups": 4, "advantage/zero_std_groups": 1, "advantage/singleton_groups": 1,
+                "update/tool/optimizer_steps": 2, "update/planner/samples": 3}
+    assert groups_with_variance(learning) == (2, 4)
+    assert step_messages(learning, ["tool", "planner"], set()) == [
+        "adapter 'planner' took no optimiser step: all its 3 samples had advantage 0"]
+    dead = {"advantage/groups": 2, "advantage/zero_std_groups": 2}
+    assert run_counts([learning, dead, learning], ["tool", "planner"]) == {
+        "steps": 3, "steps_without_signal": 1, "adapter_steps_without_update": {"tool": 1, "planner": 3}}
+
+
+def _cut_tool_reply(request, k):
+    """The tool's program is cut off by the token limit; the planner answers in the format."""
+    if "Propose Python code" in request.messages[-1]["content"]:
+        text = "```python\nprint('[R, "
+        return Completion(text=text, token_ids=list(range(1, 12)), logprobs=[0.0] * 11, finish_reason="length")
+    return "#### [R]"
+
+
+def test_a_truncated_reply_is_labelled_truncated_not_a_format_error():
+    tasks = make_tasks("plan_path", [0, 1], env_kwargs=QUICK)
+    out = rollout(tasks, parallel(2), ScriptedEngine(_cut_tool_reply), sampling=SamplingParams(seed=0))
+    tool = [s for s in out.samples if s.role == "tool"]
+    assert tool and all(s.info["parse_error"] for s in tool)  # the environment cannot parse it...
+    metrics = step_metrics(out)
+    assert metrics["reward/truncated/tool"] == 1.0  # ...and it is reported as truncated,
+    assert metrics["reward/parse_error/tool"] == 0.0  # not as a format error
+    assert metrics["reward/truncated/planner"] == 0.0
+    records = trajectory_records(out)
+    assert {r["truncated"] for r in records if r["role"] == "tool"} == {True}
+    assert {r["finish_reason"] for r in records if r["role"] == "planner"} == {"stop"}
+    result = evaluate(ScriptedEngine(_cut_tool_reply), "plan_path", n=2, env_kwargs=QUICK)
+    assert result["truncated_rate"]["tool"] == 1.0 and result["format_error_rate"]["tool"] == 0.0
+
+
+def test_grpo_group_without_variance_is_counted():
+    tasks = make_tasks("plan_path", [0], env_kwargs={**QUICK, "mode": "planner"})
+    out = rollout(tasks, parallel(3), ScriptedEngine(lambda r, k: "no answer"), sampling=SamplingParams(seed=0))
+    metrics = step_metrics(out)
+    metrics.update(assign_advantages(out, get("grpo"), get("grpo").config_cls(G=3)))
+    assert signal_metrics(metrics)["signal/groups_with_variance"] == 0.0
+    assert step_messages(metrics, ["shared"], set())[0].startswith("no learning signal")
+
+
+@pytest.mark.slow
+def test_training_reports_a_step_without_signal_in_metrics_log_and_summary(tmp_path):
+    """tiny-random writes noise cut off at the token limit: every group is flat, no adapter steps."""
+    from llm_marl.config import ModelConfig, OptimConfig, RunConfig, SamplingConfig
+    from llm_marl.trainer import TrainConfig, train
+
+    config = TrainConfig(model=ModelConfig(model="tiny-random", lora_r=4, lora_alpha=8),
+                         sampling=SamplingConfig(max_new_tokens=8), optim=OptimConfig(lr=1e-3),
+                         run=RunConfig(env="plan_path", env_args=QUICK, algo="at-grpo", steps=2, out_dir=str(tmp_path),
+                                       run_name="r", progress=False))
+    lines: list[str] = []
+    run = train(config, log=lines.append)
+    metrics = run.metrics()
+    assert [m["signal/groups_with_variance"] for m in metrics] == [0.0, 0.0]
+    assert all(m["reward/truncated/planner"] == 1.0 for m in metrics)
+    assert sum("no learning signal" in line for line in lines) == 2
+    assert sum("took no optimiser step" in line for line in lines) == 2
+    assert any(line.startswith("step 1/2: success 0.00") for line in lines)
+    summary = json.loads((run.path / "summary.json").read_text())
+    assert summary["steps_without_signal"] == 2 and summary["adapter_steps_without_update"] == {"shared": 2}
+    assert any("steps without learning signal: 2" in line for line in lines)
