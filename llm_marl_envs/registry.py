@@ -8,6 +8,7 @@ and `register_all()` adds each entry to PettingZoo's registry under the namespac
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import inspect
 from dataclasses import dataclass
 from typing import Any
