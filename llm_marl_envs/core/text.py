@@ -1,7 +1,8 @@
 """Parsers shared by the environments: code blocks, the final answer after `####`, move lists.
 
 Model output is untrusted text: everything here is regex / `json` / `ast.literal_eval` only, never
-`eval` (pitfalls #5), and a failure is returned as an error string, never raised.
+`eval` (pitfalls #5), and a failure is returned as an error string, never raised. Every parser is
+linear in the length of its input (replies can be 64 KiB of adversarial text).
 """
 
 from __future__ import annotations
@@ -29,6 +30,20 @@ def extract_code(text: str) -> tuple[str | None, str | None]:
         if not lang:
             return body, None
     return None, "no ```python code block found"
+
+
+def compile_error(code: str) -> Exception | None:
+    """Why `code` does not compile, or None when it does (the check before spending a process).
+
+    Adversarial programs make `compile` raise more than SyntaxError: ValueError (null bytes, lone
+    surrogates), RecursionError and MemoryError (deep nesting such as `a.a.a...` or `-----1`),
+    OverflowError. Whatever it raises, the program cannot run, so it is the program's failure.
+    """
+    try:
+        compile(code, "main.py", "exec", dont_inherit=True)
+    except Exception as exc:  # noqa: BLE001 (see the docstring: any failure is the program's)
+        return exc
+    return None
 
 
 def extract_final_answer(text: str) -> tuple[str | None, str | None]:
