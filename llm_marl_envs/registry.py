@@ -2,7 +2,7 @@
 
 The table is the single source: `llm-marl envs` prints it, the README table is generated from it,
 and `register_all()` adds each entry to PettingZoo's registry under the namespace `llm_marl`
-(`pettingzoo.make("aec", "llm_marl/PlanPath-v0")`).
+(`pettingzoo.make("aec", "llm_marl/PlanPath-v1")`).
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ class EnvEntry:
     name: str
     """Own name, e.g. `plan_path` (CLI `--env`)."""
     module: str
-    """Versioned public module, e.g. `plan_path_v0`."""
+    """Versioned public module, e.g. `plan_path_v1`."""
     pz_id: str
-    """PettingZoo registry id, e.g. `llm_marl/PlanPath-v0`."""
+    """PettingZoo registry id, e.g. `llm_marl/PlanPath-v1`."""
     roles: tuple[str, ...]
     summary: str
     paper: str
@@ -47,9 +47,9 @@ class EnvEntry:
 ENVS: dict[str, EnvEntry] = {
     e.name: e
     for e in [
-        EnvEntry("plan_path", "plan_path_v0", f"{NAMESPACE}/PlanPath-v0", ("tool", "planner"),
+        EnvEntry("plan_path", "plan_path_v1", f"{NAMESPACE}/PlanPath-v1", ("tool", "planner"),
                  "grid path planning with walls: the tool's program prints an action list, the planner decides", "AT-GRPO A.1.4, A.3"),
-        EnvEntry("sokoban", "sokoban_v0", f"{NAMESPACE}/Sokoban-v0", ("tool", "planner"),
+        EnvEntry("sokoban", "sokoban_v1", f"{NAMESPACE}/Sokoban-v1", ("tool", "planner"),
                  "push boxes onto goals: the tool's program searches moves, the planner decides", "AT-GRPO A.1.5"),
         EnvEntry("sudoku", "sudoku_v0", f"{NAMESPACE}/Sudoku-v0", ("tool", "planner"),
                  "fill a Sudoku with a unique solution: the tool's program solves, the planner verifies", "AT-GRPO A.1.3, A.2.2"),

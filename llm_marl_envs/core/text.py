@@ -66,8 +66,10 @@ def parse_moves(text: str, alphabet: str = "UDLR") -> tuple[list[str] | None, st
     m = re.search(r"\[([^\[\]]*)\]", text)
     body = m.group(1) if m else text
     tokens = [t for t in re.split(r"[\s,;]+", body.strip()) if t]
-    if not tokens and m is None:
-        return None, "no action list found"
+    if not tokens:
+        # An empty list takes no action: the format term needs moves (AT-GRPO A.1.4/A.1.5,
+        # s_fmt = 1{a_k in {U,D,L,R}}), else doing nothing would earn it.
+        return None, "no action list found" if m is None else "empty action list: give at least one move"
     if len(tokens) > MAX_MOVES:
         return None, f"action list longer than {MAX_MOVES} moves"
     moves: list[str] = []
