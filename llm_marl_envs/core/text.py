@@ -7,7 +7,9 @@ linear in the length of its input (replies can be 64 KiB of adversarial text).
 
 from __future__ import annotations
 
+import functools
 import re
+from collections.abc import Iterator
 
 _CODE_BLOCK = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[ \t]*\n(.*?)```", re.S)
 _FINAL_MARK = "####"
@@ -85,3 +87,32 @@ def parse_moves(text: str, alphabet: str = "UDLR") -> tuple[list[str] | None, st
 
 def format_moves(moves: list[str]) -> str:
     return "[" + ", ".join(moves) + "]"
+
+
+@functools.lru_cache(maxsize=64)
+def _tag_patterns(tag: str) -> tuple[re.Pattern[str], re.Pattern[str]]:
+    return re.compile(f"<{re.escape(tag)}>", re.I), re.compile(f"</{re.escape(tag)}>", re.I)
+
+
+def tag_spans(text: str, tag: str) -> Iterator[tuple[int, int]]:
+    """(start, end) of the content of each `<tag>...</tag>` (case-insensitive), in order: what
+    `re.findall("<tag>(.*?)</tag>", text, re.S | re.I)` finds, in time linear in `text`.
+
+    The regular expression retries its lazy scan from every opening tag, which is quadratic on a
+    reply of many unclosed tags. Here the first opening tag with no closing tag after it ends the
+    search: no later one can have one either.
+    """
+    opening, closing = _tag_patterns(tag)
+    pos = 0
+    while (start := opening.search(text, pos)) is not None:
+        end = closing.search(text, start.end())
+        if end is None:
+            return
+        yield start.end(), end.start()
+        pos = end.end()
+
+
+def first_tagged(text: str, tag: str) -> str | None:
+    """The content of the first `<tag>...</tag>` in `text`, or None (linear; see `tag_spans`)."""
+    span = next(tag_spans(text, tag), None)
+    return None if span is None else text[span[0]:span[1]]

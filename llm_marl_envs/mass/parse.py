@@ -15,6 +15,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from ..core.text import first_tagged
+
 MAX_SUB_QUERIES = 4
 MAX_REWRITE_CHARS = 300
 MAX_ANSWER_WORDS = 30
@@ -110,16 +112,12 @@ def parse_answer(text: str) -> Answer:
     return Answer(answer, words, 0.0, None)
 
 
-_SEARCH = re.compile(r"<search>(.*?)</search>", re.S | re.I)
-_ANSWER = re.compile(r"<answer>(.*?)</answer>", re.S | re.I)
-
-
 def parse_single(text: str) -> tuple[str, str] | None:
     """Single agent (Search-R1 format): ("answer", text) or ("search", query); None when neither."""
-    answer = _ANSWER.search(text)
+    answer = first_tagged(text, "answer")
     if answer is not None:
-        return "answer", answer.group(1).strip()
-    search = _SEARCH.search(text)
-    if search is not None and search.group(1).strip():
-        return "search", search.group(1).strip()
+        return "answer", answer.strip()
+    search = first_tagged(text, "search")
+    if search is not None and search.strip():
+        return "search", search.strip()
     return None
