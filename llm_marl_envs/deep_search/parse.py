@@ -72,7 +72,19 @@ def find_tool_call(text: str) -> ToolCall | None:
         return ToolCall(server, tool, None, f"<arguments> is not valid JSON ({msg})", extra)
     if not isinstance(arguments, dict):
         return ToolCall(server, tool, None, "<arguments> must be a JSON object", extra)
+    if not _is_text(arguments):
+        return ToolCall(server, tool, None, "<arguments> escapes a lone surrogate (such as \\ud800), which is not text", extra)
     return ToolCall(server, tool, arguments, None, extra)
+
+
+def _is_text(value: Any) -> bool:
+    """Whether decoded JSON holds only encodable text: `json.loads` turns `\\ud800` into a lone
+    surrogate, which no tokenizer, JSON-RPC session or log file can encode."""
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except (UnicodeEncodeError, ValueError, RecursionError):
+        return False
+    return True
 
 
 _BOXED = "\\boxed{"
