@@ -17,10 +17,11 @@ Arguments: `mode` ("mas" | "single"), `max_calls` (W, subtasks the planner may d
 the planner has W + 1 turns), `max_worker_turns` (M, tool calls per worker; default 5),
 `max_single_turns` (turns of the single agent; default 12), `hops` (2 | 3 | 4 | None = a uniform
 mix), `corpus_seed` (the mini-wiki, default 0), `dataset` (path of a MuSiQue/HotpotQA file used
-instead of the mini-wiki), `backend` ("bm25" offline default | "live" web search through ddgs),
-`transport` (how tool calls reach the backend, below), `runtime` (a `SearchRuntime` to share
-instead), `judge` (None, or a `JudgeConfig`/dict for an OpenAI-compatible LLM judge), `render_mode`,
-`sandbox` (accepted for a uniform constructor and ignored: no code runs here).
+instead of the mini-wiki), `backend` ("bm25" offline default | "live": web search through ddgs,
+pages read by a client that refuses non-public addresses, `search.webpage`), `transport` (how
+tool calls reach the backend, below), `runtime` (a `SearchRuntime` to share instead), `judge`
+(None, or a `JudgeConfig`/dict for an OpenAI-compatible LLM judge), `render_mode`, `sandbox`
+(accepted for a uniform constructor and ignored: no code runs here).
 `reset(seed, options={"split": "train"|"val"|"test", "instance": Question})`.
 Questions: the mini-wiki (`llm_marl_envs.search.miniwiki`, fictional, offline) by default, drawn
 per (split, seed); a dataset file's records are assigned to train/val/test by content hash like
@@ -95,7 +96,10 @@ Version history:
   `\\ud800` escape in <arguments> makes the call invalid, for the planner's subtask too); in v0
   such calls could be valid, or (subprocess transport) crash the shared MCP session for every
   concurrent call without blaming anyone. A backend answer that is not a list of hits or a page
-  is a server_error (v0: an exception out of `env.step`).
+  is a server_error (v0: an exception out of `env.step`). With the live backend, `fetch` refuses
+  non-http(s) URLs and hosts that resolve to loopback, private, link-local, multicast or reserved
+  addresses, at every redirect hop (a tool_error: the agent's), and reads pages with its own
+  guarded client (v0 fetched any URL through ddgs, 127.0.0.1 included).
 - v0: initial release.
 """
 
