@@ -44,3 +44,38 @@ def test_a_program_that_makes_compile_recurse_is_a_penalised_action(name, role, 
     terms = info["local_terms"]
     assert terms.get("fmt", terms.get("build")) == 0.0  # the format (code: build) term is lost
     assert env.infos[role].get("code_status", env.infos[role].get("tool_status")) in ("error", "syntax_error")
+
+
+# Every variant of every environment (mas and the single-agent baselines).
+VARIANTS = [(name, variant, kwargs) for name in env_names() for variant, kwargs in llm_marl_envs.registry.get(name).variants]
+
+
+@pytest.mark.parametrize("name,variant,kwargs", VARIANTS, ids=[f"{n}-{v}" for n, v, _ in VARIANTS])
+def test_a_poisoned_reply_in_one_fork_leaves_the_others_untouched(name, variant, kwargs, fast_sandbox):
+    """The environment side of "a tree rollout with one poisoned candidate completes": at every
+    turn of an oracle episode, each hostile reply is stepped in its own fork and returns normally;
+    the environment and a sibling fork are unchanged, and the sibling then plays on exactly like
+    the environment."""
+    from agents.oracle import make_oracle
+
+    env = llm_marl_envs.registry.make_raw(name, sandbox=fast_sandbox, **kwargs)
+    oracle = make_oracle(name)
+    env.reset(seed=1, options={"split": "test"})
+    oracle.reset(1)
+    sibling = env.fork()
+    roles_seen = set()
+    while not (all(env.terminations.values()) or all(env.truncations.values())):
+        agent = env.agent_selection
+        roles_seen.add(agent)
+        before = snapshot(env)
+        for label, poison in POISON.items():
+            poisoned = env.fork()
+            poisoned.step(poison)  # returns normally: the reply is an action like any other
+            assert env.agent_selection == agent, label
+        assert snapshot(env) == before and snapshot(sibling) == before
+        reply = oracle.act(agent, env.observe(agent))
+        env.step(reply)
+        sibling.step(reply)
+        assert snapshot(sibling) == snapshot(env)
+    entry = llm_marl_envs.registry.get(name)
+    assert roles_seen >= set(env.possible_agents) & set(entry.roles[:3]), roles_seen  # workers beyond the hops never act

@@ -156,16 +156,7 @@ def _old_cut(body: str) -> str:
     return "\n".join(kept)
 
 
-def _old_section_text(body: str) -> str:
-    body = body.lstrip(" \t")
-    fenced = re.search(r"```[^\n`]*\n(.*?)(?:```|\Z)", body, re.S)
-    if fenced is not None and not body[: fenced.start()].strip("` \t\n"):
-        text = fenced.group(1)
-    else:
-        text = body
-        inline = re.fullmatch(r"\s*`([^`\n]*)`\s*", text)
-        if inline:
-            text = inline.group(1)
+def _old_trim_lines(text: str) -> str:
     lines = text.split("\n")
     while lines and not lines[0].strip():
         lines.pop(0)
@@ -180,4 +171,4 @@ def test_test_case_sections_match_the_line_scan_definition(text):
     from llm_marl_envs.code import parse as code_parse
 
     assert code_parse._cut_output(text) == _old_cut(text)
-    assert code_parse._section_text(text) == _old_section_text(text)
+    assert code_parse._trim_lines(text) == _old_trim_lines(text)

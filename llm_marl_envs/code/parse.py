@@ -47,6 +47,11 @@ def _section_text(body: str) -> str:
         inline = re.fullmatch(r"\s*`([^`\n]*)`\s*", text)
         if inline:
             text = inline.group(1)
+    return _trim_lines(text)
+
+
+def _trim_lines(text: str) -> str:
+    """`text` without its leading and trailing blank lines, each line right-stripped."""
     lines = text.split("\n")
     filled = [i for i, line in enumerate(lines) if line.strip()]
     if not filled:
