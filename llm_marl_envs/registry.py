@@ -74,6 +74,11 @@ def get(name: str) -> EnvEntry:
     for entry in ENVS.values():
         if key in (entry.name, entry.module, entry.pz_id):
             return entry
+    for entry in ENVS.values():
+        # Another version of a known environment: only the current one ships (PettingZoo's rule).
+        if key.rsplit("_v", 1)[0] == entry.name or key.rsplit("-v", 1)[0] == entry.pz_id.rsplit("-v", 1)[0]:
+            raise ValueError(f"{name!r} is not this release's version of {entry.name}: use {entry.name!r}, "
+                             f"{entry.module!r} or {entry.pz_id!r} (what changed: the Version History in its docstring)")
     raise ValueError(f"unknown environment {name!r}; available: {', '.join(ENVS)} (see `llm-marl envs`)")
 
 

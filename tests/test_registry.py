@@ -41,3 +41,12 @@ def test_short_names_module_names_and_ids_resolve_to_one_entry(name):
     assert registry.get(entry.module) is entry and registry.get(entry.pz_id) is entry
     assert entry.module.startswith(f"{name}_v") and entry.pz_id.endswith(entry.module.rsplit("_v", 1)[1])
     assert entry.load().raw_env.metadata["name"] == entry.module
+
+
+@pytest.mark.parametrize("old,current", [("plan_path_v0", "plan_path_v1"), ("llm_marl/Sokoban-v0", "llm_marl/Sokoban-v1"),
+                                         ("mass_v0", "mass_v1"), ("llm_marl/DeepSearch-v0", "deep_search_v1")])
+def test_an_older_version_names_the_current_one(old, current):
+    with pytest.raises(ValueError, match=f"not this release's version.*{current}"):
+        registry.get(old)
+    with pytest.raises(ValueError, match="unknown environment"):
+        registry.get("chess_v0")
