@@ -131,7 +131,9 @@ def test_search_and_fetch_from_a_recorded_response(site, hits):
         backend.fetch("http://public.example/binary")
     with pytest.raises(ToolInputError, match="http"):
         backend.fetch("wiki://mini-wiki/Paper")
-    assert hits == ["/page", "/missing", "/binary"]
+    with pytest.raises(ToolInputError, match="HTTP 404"):
+        backend.fetch("http://public.example/caf\u00e9 au lait?q=a b")  # encoded, not an exception
+    assert hits == ["/page", "/missing", "/binary", "/caf%C3%A9%20au%20lait?q=a%20b"]
 
 
 # ------------------------------------------------------------------ SSRF (issue 11 #9)

@@ -28,7 +28,7 @@ import time
 import zlib
 from collections.abc import Callable
 from html.parser import HTMLParser
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import quote, urljoin, urlsplit
 
 from .backends import ToolInputError
 
@@ -155,7 +155,8 @@ class PageFetcher:
 
     def _get(self, url: str, scheme: str, host: str, port: int, ip: str, deadline: float) -> tuple[int, dict[str, str], bytes]:
         parts = urlsplit(url)
-        path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        # Percent-encode what may not travel raw (spaces, non-ASCII); existing escapes are kept.
+        path = quote((parts.path or "/") + (f"?{parts.query}" if parts.query else ""), safe="/?%:@!$&'()*+,;=~-._")
         conn = _PinnedConnection(host, port, ip, self.connector, max(0.1, deadline - time.monotonic()),
                                  self.tls if scheme == "https" else None)
         try:
