@@ -6,7 +6,7 @@ Tester: `**Test Input:**` followed by the input and `**Test Output:**` followed 
 output. Accepted variations: any case, bold or not, the colon inside or outside the bold markers
 (`**Test Input**:`), "Test Case Input", the text on the marker's line or below it, and the text
 fenced in ``` blocks or not. When a reply holds several input/output pairs (drafts), the last pair
-is the answer. Model output is only matched with regular expressions (pitfalls #5), in time linear
+is the answer. Model output is only matched with regular expressions (never evaluated), in time linear
 in the length of the reply.
 """
 

@@ -1,7 +1,7 @@
 """Parsers shared by the environments: code blocks, the final answer after `####`, move lists.
 
 Model output is untrusted text: everything here is regex / `json` / `ast.literal_eval` only, never
-`eval` (pitfalls #5), and a failure is returned as an error string, never raised. Every parser is
+`eval`, and a failure is returned as an error string, never raised. Every parser is
 linear in the length of its input (replies can be 64 KiB of adversarial text).
 """
 
