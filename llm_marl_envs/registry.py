@@ -2,12 +2,13 @@
 
 The table is the single source: `llm-marl envs` prints it, the README table is generated from it,
 and `register_all()` adds each entry to PettingZoo's registry under the namespace `llm_marl`
-(`pettingzoo.make("aec", "llm_marl/PlanPath-v0")`).
+(`pettingzoo.make("aec", "llm_marl/PlanPath-v1")`).
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import inspect
 from dataclasses import dataclass
 from typing import Any
@@ -20,9 +21,9 @@ class EnvEntry:
     name: str
     """Own name, e.g. `plan_path` (CLI `--env`)."""
     module: str
-    """Versioned public module, e.g. `plan_path_v0`."""
+    """Versioned public module, e.g. `plan_path_v1`."""
     pz_id: str
-    """PettingZoo registry id, e.g. `llm_marl/PlanPath-v0`."""
+    """PettingZoo registry id, e.g. `llm_marl/PlanPath-v1`."""
     roles: tuple[str, ...]
     summary: str
     paper: str
@@ -46,9 +47,9 @@ class EnvEntry:
 ENVS: dict[str, EnvEntry] = {
     e.name: e
     for e in [
-        EnvEntry("plan_path", "plan_path_v0", f"{NAMESPACE}/PlanPath-v0", ("tool", "planner"),
+        EnvEntry("plan_path", "plan_path_v1", f"{NAMESPACE}/PlanPath-v1", ("tool", "planner"),
                  "grid path planning with walls: the tool's program prints an action list, the planner decides", "AT-GRPO A.1.4, A.3"),
-        EnvEntry("sokoban", "sokoban_v0", f"{NAMESPACE}/Sokoban-v0", ("tool", "planner"),
+        EnvEntry("sokoban", "sokoban_v1", f"{NAMESPACE}/Sokoban-v1", ("tool", "planner"),
                  "push boxes onto goals: the tool's program searches moves, the planner decides", "AT-GRPO A.1.5"),
         EnvEntry("sudoku", "sudoku_v0", f"{NAMESPACE}/Sudoku-v0", ("tool", "planner"),
                  "fill a Sudoku with a unique solution: the tool's program solves, the planner verifies", "AT-GRPO A.1.3, A.2.2"),
@@ -58,10 +59,10 @@ ENVS: dict[str, EnvEntry] = {
         EnvEntry("math", "math_v0", f"{NAMESPACE}/Math-v0", ("reasoner", "tool"),
                  "math word problems: the reasoner answers in \\boxed{}, the tool agent's program prints the answer", "AT-GRPO A.1.1, A.2.2",
                  variants=(("mas", {}), ("reasoner", {"mode": "reasoner"}), ("tool", {"mode": "tool"})), has_parallel=True),
-        EnvEntry("deep_search", "deep_search_v0", f"{NAMESPACE}/DeepSearch-v0", ("planner", *(f"worker_{i}" for i in range(5))),
+        EnvEntry("deep_search", "deep_search_v1", f"{NAMESPACE}/DeepSearch-v1", ("planner", *(f"worker_{i}" for i in range(5))),
                  "multi-hop questions: the planner delegates search subtasks to workers that search and fetch over MCP", "MATPO; SHARP",
                  variants=(("mas", {}), ("single", {"mode": "single"})), oracle_success=0.95, oracle_turns=None),
-        EnvEntry("mass", "mass_v0", f"{NAMESPACE}/MASS-v0", ("rewriter", "reranker", "answerer"),
+        EnvEntry("mass", "mass_v1", f"{NAMESPACE}/MASS-v1", ("rewriter", "reranker", "answerer"),
                  "multi-hop questions: rewriter -> retrieval -> reranker -> answerer, shared answer-F1 reward", "MHGPO; MMOA-RAG",
                  variants=(("mas", {}), ("single", {"mode": "single"})), oracle_success=0.95, oracle_turns=None),
     ]
@@ -73,6 +74,11 @@ def get(name: str) -> EnvEntry:
     for entry in ENVS.values():
         if key in (entry.name, entry.module, entry.pz_id):
             return entry
+    for entry in ENVS.values():
+        # Another version of a known environment: only the current one ships (PettingZoo's rule).
+        if key.rsplit("_v", 1)[0] == entry.name or key.rsplit("-v", 1)[0] == entry.pz_id.rsplit("-v", 1)[0]:
+            raise ValueError(f"{name!r} is not this release's version of {entry.name}: use {entry.name!r}, "
+                             f"{entry.module!r} or {entry.pz_id!r} (what changed: the Version History in its docstring)")
     raise ValueError(f"unknown environment {name!r}; available: {', '.join(ENVS)} (see `llm-marl envs`)")
 
 

@@ -387,6 +387,13 @@ def test_mutation_operators(source, operator, expected):
     assert got == expected
 
 
+@pytest.mark.parametrize("source", ["x = " + "a." * 1500 + "a\nprint(x < 1)", "print(" + "1+" * 1500 + "1 < 2)"])
+def test_a_reference_nested_too_deep_for_the_mutator_gets_no_mutants(source):
+    """A dataset reference the AST tools cannot recurse through (ast.unparse, copy.deepcopy) must
+    not make the tester's env.step raise (issue 11 #6): it simply has no mutants."""
+    assert generate_mutants(source) == []
+
+
 def test_mutants_are_deterministic_compile_and_are_capped():
     source = bank.BY_ID["edit_distance"].reference
     a, b = generate_mutants(source), generate_mutants(source)

@@ -1,4 +1,4 @@
-"""deep_search_v0: parsers, MATPO rewards computed by hand, worker contexts and summaries, limits,
+"""deep_search_v1: parsers, MATPO rewards computed by hand, worker contexts and summaries, limits,
 the oracle per hop count, a planner that never delegates, the judge, and SHARP-style worker masking."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from agents import run_episode
 from agents.oracle.deep_search import DeepSearchOracle, tool_call
-from llm_marl_envs import deep_search_v0
+from llm_marl_envs import deep_search_v1
 from llm_marl_envs.core.instances import split_of
 from llm_marl_envs.deep_search.parse import extract_boxed, find_tool_call, missing_headings
 from llm_marl_envs.search.miniwiki import build
@@ -38,7 +38,7 @@ def question(hops: int = 2, seed: int = 0):
 
 
 def fresh(q=None, **kw):
-    env = deep_search_v0.raw_env(**kw)
+    env = deep_search_v1.raw_env(**kw)
     env.reset(seed=0, options={"instance": q or question()})
     return env
 
@@ -203,7 +203,7 @@ def test_single_agent_variant_by_hand():
 
 
 def test_dataset_questions(tmp_path):
-    env = deep_search_v0.raw_env(dataset=str(FIXTURES / "musique_sample.jsonl"))
+    env = deep_search_v1.raw_env(dataset=str(FIXTURES / "musique_sample.jsonl"))
     # Records are assigned to splits by content hash, like generated questions.
     for q in env.source.questions:
         env.reset(seed=1, options={"split": split_of(q.key())})
@@ -221,14 +221,14 @@ def test_bad_arguments_raise():
                             ({"backend": "google"}, "backend"), ({"transport": "fax"}, "transport"),
                             ({"backend": "live"}, "fictional mini-wiki")]:
         with pytest.raises(ValueError, match=message):
-            deep_search_v0.raw_env(**kwargs)
+            deep_search_v1.raw_env(**kwargs)
 
 
 # ---------------------------------------------------------------------------------------- oracle and baselines
 @pytest.mark.parametrize("mode", ["mas", "single"])
 @pytest.mark.parametrize("hops", [2, 3, 4])
 def test_oracle_reaches_95_percent_exact_match_per_hop_count(mode, hops):
-    env = deep_search_v0.env(mode=mode, hops=hops)
+    env = deep_search_v1.env(mode=mode, hops=hops)
     oracle = DeepSearchOracle()
     results = [run_episode(env, oracle, seed=seed, split="test") for seed in range(200)]
     assert sum(r.success for r in results) >= 0.95 * 200
@@ -241,7 +241,7 @@ def test_a_planner_that_never_delegates_scores_near_zero():
     train = [wiki.sample_question(np.random.default_rng(s)) for s in range(300)]
     answers = [q.answer for q in train]
     common = max(set(answers), key=answers.count)
-    env = deep_search_v0.raw_env()
+    env = deep_search_v1.raw_env()
     total = 0.0
     hits = 0
     for seed in range(200):
@@ -296,7 +296,7 @@ def test_optional_llm_judge(monkeypatch):
 # ---------------------------------------------------------------------------------------- SHARP: mask one worker
 def test_masking_one_worker_by_replay_changes_the_outcome():
     """SHARP Eq. 11 needs R_acc(τ) - R_acc(τ without worker m): fork at worker m's summary and replace it."""
-    env = deep_search_v0.raw_env(hops=2)
+    env = deep_search_v1.raw_env(hops=2)
     oracle = DeepSearchOracle()
     env.reset(seed=5, options={"split": "test"})
     forks = {}

@@ -1,4 +1,4 @@
-"""mass_v0: MMOA-RAG output rules and penalties, the 10-passage split, shared-F1 rewards by hand,
+"""mass_v1: MMOA-RAG output rules and penalties, the 10-passage split, shared-F1 rewards by hand,
 the consumed-output records MHGPO back-propagates along, the single agent, the oracle per hop count."""
 
 from __future__ import annotations
@@ -13,8 +13,9 @@ from hypothesis import strategies as st
 
 from agents import run_episode
 from agents.oracle.mass import MASSOracle
-from llm_marl_envs import mass_v0
+from llm_marl_envs import mass_v1
 from llm_marl_envs.mass.parse import SPLITS, parse_answer, parse_rewrite, parse_selection, parse_single
+from llm_marl_envs.search.corpus import Question
 from llm_marl_envs.search.miniwiki import build
 
 Q = "Who founded X?"
@@ -26,10 +27,14 @@ Q = "Who founded X?"
         ("### Who directed A?; Where was B born? ###", ("Who directed A?", "Where was B born?"), 2, 0.0),
         ("### <Who directed A?>; <Where was B born?> ###", ("Who directed A?", "Where was B born?"), 2, 0.0),
         ("1. Who directed A?\n2) Where was B born?\n", ("Who directed A?", "Where was B born?"), 2, 0.0),
-        ("### a; b; c; d; e ###", ("a", "b", "c", "d"), 5, -0.5),
+        ("### v; b; c; d; e ###", ("v", "b", "c", "d"), 5, -0.5),
         ("### " + "x" * 301 + " ###", ("x" * 301,), 1, -0.5),
         ("", (Q,), 0, -0.5),
         ("### ; ###", (Q,), 0, -0.5),
+        # Unsearchable sub-questions (only stop words, or not query text) are penalised and not searched.
+        ("### what is the; Who directed A? ###", ("Who directed A?",), 2, -0.5),
+        ("### what is the; who was it ###", (Q,), 2, -0.5),
+        ("### Who directed A?; B\x00 ###", ("Who directed A?",), 2, -0.5),
     ],
 )
 def test_rewriter_rule(text, used, written, penalty):
@@ -48,11 +53,25 @@ def test_rewriter_rule(text, used, written, penalty):
         ("Document2,Document10", (2,), -1.0),
         ("Document2, and that is all", (2,), -1.0),
         ("", (), -1.0),
+        ("None", (), -1.0),  # passages were shown: selecting none is malformed (MMOA-RAG)
     ],
 )
 def test_reranker_rule(text, ids, penalty):
     s = parse_selection(text, 10)
     assert (s.ids, s.penalty) == (ids, penalty)
+
+
+@pytest.mark.parametrize("text,penalty", [("", 0.0), ("None", 0.0), (" none. ", 0.0), ("Document0", -1.0), ("0", -1.0),
+                                          ("no idea", -1.0)])
+def test_a_reranker_shown_no_passage_is_right_to_select_none(text, penalty):
+    s = parse_selection(text, 0)
+    assert (s.ids, s.penalty) == ((), penalty)
+    assert (s.error is None) == (penalty == 0.0)
+
+
+def test_a_runaway_selection_reports_a_few_errors():
+    s = parse_selection("Document3," * 5000, 10)
+    assert s.ids == (3,) and s.penalty == -1.0 and s.error.endswith("; and 4994 more")
 
 
 def test_answerer_and_single_rules():
@@ -79,7 +98,7 @@ def question(hops=2, seed=0):
 
 
 def fresh(q=None, **kw):
-    env = mass_v0.raw_env(**kw)
+    env = mass_v1.raw_env(**kw)
     env.reset(seed=0, options={"instance": q or question()})
     return env
 
@@ -101,10 +120,10 @@ def test_ten_distinct_passages_split_across_sub_queries(n):
 def test_rewards_by_hand_and_consumed_records():
     q = question(2, seed=4)
     env = fresh(q)
-    rewrite = "### " + "; ".join([h.resolved for h in q.hops] + ["a", "b", "c"]) + " ###"  # 5 sub-questions
+    rewrite = "### " + "; ".join([h.resolved for h in q.hops] + ["x", "y", "z"]) + " ###"  # 5 sub-questions
     env.step(rewrite)
     assert env.rewards["rewriter"] == -0.5 and env.infos["rewriter"]["team_reward"] == 0.0
-    assert env.infos["rewriter"]["sub_queries"] == [h.resolved for h in q.hops] + ["a", "b"]
+    assert env.infos["rewriter"]["sub_queries"] == [h.resolved for h in q.hops] + ["x", "y"]
     gold = [i for i, d in enumerate(env.documents) if d["title"] in q.supporting]
     selection = ",".join(f"Document{i}" for i in gold)
     env.step(selection)
@@ -128,6 +147,39 @@ def test_rewards_by_hand_and_consumed_records():
     assert not env.success and all(env.truncations.values())
 
 
+def test_stop_word_sub_queries_are_the_rewriters_fault_not_the_rerankers():
+    """Issue 11 #4: `### what is the; who was it ###` retrieved 0 passages, the rewriter went
+    unpenalised and the reranker was penalised for any reply. Now the rewriter is penalised and the
+    original question is searched, so the reranker is shown 10 passages as usual."""
+    q = question()
+    env = fresh(q)
+    env.step("### what is the; who was it ###")
+    info = env.infos["rewriter"]
+    assert env.rewards["rewriter"] == -0.5 and "only stop words" in info["parse_error"]
+    assert info["sub_queries"] == [q.question] and info["unsearchable"] == ["what is the", "who was it"]
+    assert len(env.documents) == 10
+    # One searchable sub-question keeps all 10 passages.
+    env = fresh(q)
+    env.step(f"### the of; {q.hops[0].resolved} ###")
+    assert env.rewards["rewriter"] == -0.5 and env.infos["rewriter"]["sub_queries"] == [q.hops[0].resolved]
+    assert len(env.documents) == 10 and {d["sub_query"] for d in env.documents} == {q.hops[0].resolved}
+
+
+def test_a_reranker_shown_no_passage_is_not_penalised_for_selecting_none():
+    # A question whose every word is outside the corpus: retrieval finds nothing at all.
+    q = Question(qid="nowhere", question="Zyxqv wobblefrumpt?", answer="zyxqv")
+    env = fresh(q)
+    env.step("### Zyxqv wobblefrumpt ###")
+    assert env.rewards["rewriter"] == 0.0 and env.documents == []
+    assert "(no documents were retrieved: output None)" in env.observe("reranker")["messages"][1]["content"]
+    env.step("None")
+    assert env.rewards["reranker"] == 0.0 and env.infos["reranker"]["parse_error"] is None
+    env = fresh(q)
+    env.step("### Zyxqv wobblefrumpt ###")
+    env.step("Document0")
+    assert env.rewards["reranker"] == -1.0 and "no document was retrieved" in env.infos["reranker"]["parse_error"]
+
+
 def test_reranker_and_answerer_penalties():
     q = question()
     env = fresh(q, reranker_penalty=-0.5)  # MHGPO's appendix value
@@ -139,7 +191,7 @@ def test_reranker_and_answerer_penalties():
     assert env.rewards["answerer"] == pytest.approx(-1.0) and env.infos["answerer"]["f1"] == 0.0
     assert env.infos["reranker"]["reward"] == -0.5
     with pytest.raises(ValueError, match="penalty"):
-        mass_v0.raw_env(reranker_penalty=0.5)
+        mass_v1.raw_env(reranker_penalty=0.5)
 
 
 def test_an_exact_answer_succeeds():
@@ -175,7 +227,7 @@ def test_single_agent_answer_reward():
 @pytest.mark.parametrize("mode", ["mas", "single"])
 @pytest.mark.parametrize("hops", [2, 3, 4])
 def test_oracle_reaches_95_percent_exact_match_per_hop_count(mode, hops):
-    env = mass_v0.env(mode=mode, hops=hops)
+    env = mass_v1.env(mode=mode, hops=hops)
     oracle = MASSOracle()
     results = [run_episode(env, oracle, seed=seed, split="test") for seed in range(200)]
     assert sum(r.success for r in results) >= 0.95 * 200
@@ -183,7 +235,7 @@ def test_oracle_reaches_95_percent_exact_match_per_hop_count(mode, hops):
 
 
 def test_same_seed_same_retrieval():
-    a, b = mass_v0.raw_env(), mass_v0.raw_env()
+    a, b = mass_v1.raw_env(), mass_v1.raw_env()
     for env in (a, b):
         env.reset(seed=9, options={"split": "val"})
         env.step("### " + env.instance.hops[0].resolved + " ###")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from llm_marl_envs import plan_path_v0
+from llm_marl_envs import plan_path_v1
 from llm_marl_envs.plan_path.generator import PlanPathConfig, PlanPathInstance, generate
 from llm_marl_envs.plan_path.rules import Grid, bfs_distances, shortest_path, simulate
 from llm_marl_envs.core.instances import instance_rng
@@ -17,7 +17,7 @@ INSTANCE = PlanPathInstance(GRID, (0, 0), (1, 3), 6)
 
 
 def fresh(mode="mas", **kw):
-    env = plan_path_v0.raw_env(mode=mode, **kw)
+    env = plan_path_v1.raw_env(mode=mode, **kw)
     env.reset(seed=0, options={"instance": INSTANCE})
     return env
 
@@ -51,6 +51,8 @@ PLANNER_CASES = [
     ("#### [D, U]", 0.0, 1, 1, 0, 0.5 * 0.6),
     ("#### [D, D, R, R, R, U]", 1.0, 1, 1, 1, 1.0),
     ("#### [U, X]", 0.0, 0, 0, 0, 0.0),
+    ("#### []", 0.0, 0, 0, 0, 0.0),  # no action: A.1.4's format term needs a move (v0 paid 0.3)
+    ("#### [ , ]", 0.0, 0, 0, 0, 0.0),
     ("no final answer", 0.0, 0, 0, 0, 0.0),
 ]
 
@@ -75,6 +77,7 @@ TOOL_CASES = [
     ("```python\nprint('[R, D]')\n```", 1, 1, 1, 1, 0.5, 0.5 * 0.5 + 0.5 * 1.0),  # ends on (1,1): d = 2
     ("```python\nraise ValueError('bug')\n```", 0, 0, 0, 1, 0.0, 0.0),
     ("```python\nprint('go right')\n```", 0, 0, 0, 1, 0.0, 0.0),
+    ("```python\nprint('[]')\n```", 0, 0, 0, 1, 0.0, 0.0),  # no action (v0 paid 0.3)
     ("I would go down.", 0, 0, 0, 0, 0.0, 0.0),
 ]
 
@@ -147,4 +150,4 @@ def test_generator_respects_config_and_is_deterministic():
 )
 def test_bad_config_names_the_fix(kwargs, fix):
     with pytest.raises(ValueError, match=fix):
-        plan_path_v0.raw_env(**kwargs)
+        plan_path_v1.raw_env(**kwargs)

@@ -8,7 +8,7 @@ import pytest
 
 from agents import run_episode
 from agents.oracle.sokoban import TOOL_PROGRAM, SokobanOracle, parse_board, solve_board, solves
-from llm_marl_envs import sokoban_v0
+from llm_marl_envs import sokoban_v1
 from llm_marl_envs.core.instances import instance_rng
 from llm_marl_envs.sokoban.generator import SokobanConfig, SokobanInstance, generate
 from llm_marl_envs.sokoban.rules import State
@@ -37,7 +37,7 @@ def instance(level: str) -> SokobanInstance:
 
 
 def fresh(level: str = ONE_BOX, mode: str = "mas", **kw):
-    env = sokoban_v0.raw_env(mode=mode, **kw)
+    env = sokoban_v1.raw_env(mode=mode, **kw)
     env.reset(seed=0, options={"instance": instance(level)})
     return env
 
@@ -62,7 +62,7 @@ PLANNER_CASES = [
     (ONE_BOX, "#### [D, D, R, U, R, U, L]", 0.0, 1, 1, 0),  # ... then into the corner (1,1)
     (ONE_BOX, "#### [U]", 0.0, 1, 0, 1),  # walks into a wall
     (ONE_BOX, "#### [R, D, U, U]", 0.0, 1, 0, 1),  # 3 moves applied, the 4th hits the wall
-    (ONE_BOX, "#### []", 0.0, 1, 0, 1),  # no step taken: no leg
+    (ONE_BOX, "#### []", 0.0, 0, 0, 0),  # no action: a format error (v0 paid fmt and dlk)
     (ONE_BOX, "#### [right, \"down\"]", 0.0, 1, 1, 1),  # words parse
     (ONE_BOX, "#### [R, X]", 0.0, 0, 0, 0),
     (ONE_BOX, "no final answer", 0.0, 0, 0, 0),
@@ -113,7 +113,7 @@ TOOL_CASES = [
     (ONE_BOX, tool("[R]"), 0.0, 1, 1, 1, 1),  # walking: psi unchanged, still >=
     (ONE_BOX, tool("[D, D, R, U]"), 0.0, 1, 1, 0, 1),  # box pushed away: psi -3 -> -4
     (ONE_BOX, tool("[U]"), 0.0, 1, 0, 1, 1),  # illegal move
-    (ONE_BOX, tool("[]"), 0.0, 1, 0, 1, 1),  # does not advance
+    (ONE_BOX, tool("[]"), 0.0, 0, 0, 0, 1),  # no action: a format error (v0 paid fmt and pot)
     (SIDE_BY_SIDE, tool("[R]"), 0.0, 1, 0, 1, 1),  # box collision
     (TWO_BOXES, tool("[R, R]"), 0.5, 1, 1, 1, 1),
     (ONE_BOX, "```python\nraise ValueError('bug')\n```", 0.0, 0, 0, 0, 1),
@@ -193,7 +193,7 @@ def test_tool_mode_applies_the_proposal():
 
 
 def test_render_shows_board_and_count():
-    env = sokoban_v0.raw_env(render_mode="ansi")
+    env = sokoban_v1.raw_env(render_mode="ansi")
     env.reset(seed=0, options={"instance": instance(TWO_BOXES)})
     env.step(tool("[R, R]"))
     env.step("#### [R, R]")
@@ -202,7 +202,7 @@ def test_render_shows_board_and_count():
 
 
 def test_env_arguments_reach_the_generator():
-    env = sokoban_v0.env(num_boxes=2, height=7, width=7, inner_walls=3, min_solution_moves=5, max_solution_moves=20)
+    env = sokoban_v1.env(num_boxes=2, height=7, width=7, inner_walls=3, min_solution_moves=5, max_solution_moves=20)
     env.reset(seed=3, options={"split": "val"})
     inst = env.unwrapped.instance
     assert inst.state.num_boxes == 2 and (inst.state.height, inst.state.width) == (7, 7)
@@ -222,7 +222,7 @@ def test_env_arguments_reach_the_generator():
 )
 def test_bad_config_names_the_fix(kwargs, fix):
     with pytest.raises(ValueError, match=fix):
-        sokoban_v0.raw_env(**kwargs)
+        sokoban_v1.raw_env(**kwargs)
 
 
 # ---------------------------------------------------------------- oracle
@@ -249,7 +249,7 @@ def test_oracle_tool_program_is_a_real_program():
 
 @pytest.mark.parametrize("mode", ["mas", "planner", "tool"])
 def test_oracle_solves_two_box_levels_in_one_turn(mode):
-    env = sokoban_v0.env(mode=mode, num_boxes=2)
+    env = sokoban_v1.env(mode=mode, num_boxes=2)
     for seed in range(5):
         result = run_episode(env, SokobanOracle(), seed=seed, split="test")
         assert result.success and result.turns == 1
@@ -257,9 +257,9 @@ def test_oracle_solves_two_box_levels_in_one_turn(mode):
 
 
 def test_doc_page_example_is_the_real_observation():
-    env = sokoban_v0.env()
+    env = sokoban_v1.env()
     env.reset(seed=0, options={"split": "test"})
-    doc = sokoban_v0.__doc__
+    doc = sokoban_v1.__doc__
     block = doc[doc.index("\n\n    ", doc.index("Example observation")):doc.index("Action grammar")]
     example = "\n".join(line[4:] for line in block.strip("\n").splitlines())
     assert example == env.unwrapped.describe_task()

@@ -117,6 +117,7 @@ import numpy as np
 from ..core.base import Message, Play, TextAECEnv
 from ..core.instances import SPLITS, check_split, split_of
 from ..core.rewards import RewardBreakdown
+from ..core.text import compile_error
 from . import prompts
 from .mutation import MutationAnalysis, analyse
 from .parse import parse_code, parse_test
@@ -368,10 +369,10 @@ class raw_env(TextAECEnv):
         golden_pass = [False] * len(golden)
         build = run_ok = 0.0
         if code is not None:
-            try:
-                compile(code, "main.py", "exec")
+            exc = compile_error(code)
+            if exc is None:
                 build = 1.0
-            except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError) as exc:
+            else:
                 status, error = "syntax_error", f"the program does not compile: {type(exc).__name__}: {exc}"[:300]
         if build:
             smoke = [ex.input for ex in self.problem.examples] or [golden[0].input]

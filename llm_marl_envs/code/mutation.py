@@ -143,11 +143,13 @@ def _comparison_constants(tree: ast.AST) -> set[int]:
 
 def generate_mutants(source: str, max_mutants: int = MAX_MUTANTS, operators: tuple[str, ...] = OPERATORS) -> list[Mutant]:
     """All single-edit mutants of `source` (deterministic order), deduplicated, at most `max_mutants`."""
+    # A reference from a dataset file can nest deeper than ast.unparse and copy.deepcopy recurse
+    # (`1+1+...+1` 1,500 times): such a program gets no mutants, and no tester step raises.
     try:
         tree = ast.parse(source)
+        original = ast.unparse(tree)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return []
-    original = ast.unparse(tree)
     protected = _comparison_constants(tree)
     range_args = {id(a) for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
                   and n.func.id == "range" for a in n.args[:2] if _int_const(a)}
@@ -160,15 +162,15 @@ def generate_mutants(source: str, max_mutants: int = MAX_MUTANTS, operators: tup
     seen = {original}
     mutants: list[Mutant] = []
     for index, node, operator, description, edit in sites:
-        clone = copy.deepcopy(tree)
-        target = list(ast.walk(clone))[index]
-        parents = {id(child): parent for parent in ast.walk(clone) for child in ast.iter_child_nodes(parent)}
         try:
+            clone = copy.deepcopy(tree)
+            target = list(ast.walk(clone))[index]
+            parents = {id(child): parent for parent in ast.walk(clone) for child in ast.iter_child_nodes(parent)}
             edit(target, parents)
             ast.fix_missing_locations(clone)
             text = ast.unparse(clone)
             compile(text, "main.py", "exec")
-        except (SyntaxError, ValueError, TypeError, KeyError, RecursionError):
+        except (SyntaxError, ValueError, TypeError, KeyError, RecursionError, MemoryError):
             continue
         if text in seen:
             continue

@@ -6,7 +6,8 @@ Tester: `**Test Input:**` followed by the input and `**Test Output:**` followed 
 output. Accepted variations: any case, bold or not, the colon inside or outside the bold markers
 (`**Test Input**:`), "Test Case Input", the text on the marker's line or below it, and the text
 fenced in ``` blocks or not. When a reply holds several input/output pairs (drafts), the last pair
-is the answer. Model output is only matched with regular expressions (pitfalls #5).
+is the answer. Model output is only matched with regular expressions (never evaluated), in time linear
+in the length of the reply.
 """
 
 from __future__ import annotations
@@ -46,12 +47,16 @@ def _section_text(body: str) -> str:
         inline = re.fullmatch(r"\s*`([^`\n]*)`\s*", text)
         if inline:
             text = inline.group(1)
+    return _trim_lines(text)
+
+
+def _trim_lines(text: str) -> str:
+    """`text` without its leading and trailing blank lines, each line right-stripped."""
     lines = text.split("\n")
-    while lines and not lines[0].strip():
-        lines.pop(0)
-    while lines and not lines[-1].strip():
-        lines.pop()
-    return "\n".join(line.rstrip() for line in lines)
+    filled = [i for i, line in enumerate(lines) if line.strip()]
+    if not filled:
+        return ""
+    return "\n".join(line.rstrip() for line in lines[filled[0]:filled[-1] + 1])
 
 
 def parse_test(reply: str) -> tuple[TestCase | None, str | None]:
@@ -85,11 +90,16 @@ def _cut_output(body: str) -> str:
     if _FENCE.match(body.lstrip("\n \t")):
         return body
     lines = body.strip("\n").split("\n")
+    # The next non-blank line after each line, stripped (one backward pass: rebuilding the rest of
+    # the text at every blank line was quadratic in the reply).
+    following: list[str] = [""] * len(lines)
+    for i in range(len(lines) - 2, -1, -1):
+        following[i] = lines[i + 1].strip() or following[i + 1]
     kept: list[str] = []
     for i, line in enumerate(lines):
         if not line.strip() and kept:
-            rest = "\n".join(lines[i + 1:]).strip()
-            if rest and re.match(r"[A-Za-z(]", rest) and " " in rest.split("\n")[0].strip():
+            rest = following[i]
+            if rest and re.match(r"[A-Za-z(]", rest) and " " in rest:
                 break
         kept.append(line)
     return "\n".join(kept)

@@ -1,12 +1,15 @@
 """Parsers shared by the environments: code blocks, the final answer after `####`, move lists.
 
 Model output is untrusted text: everything here is regex / `json` / `ast.literal_eval` only, never
-`eval` (pitfalls #5), and a failure is returned as an error string, never raised.
+`eval`, and a failure is returned as an error string, never raised. Every parser is
+linear in the length of its input (replies can be 64 KiB of adversarial text).
 """
 
 from __future__ import annotations
 
+import functools
 import re
+from collections.abc import Iterator
 
 _CODE_BLOCK = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[ \t]*\n(.*?)```", re.S)
 _FINAL_MARK = "####"
@@ -31,6 +34,20 @@ def extract_code(text: str) -> tuple[str | None, str | None]:
     return None, "no ```python code block found"
 
 
+def compile_error(code: str) -> Exception | None:
+    """Why `code` does not compile, or None when it does (the check before spending a process).
+
+    Adversarial programs make `compile` raise more than SyntaxError: ValueError (null bytes, lone
+    surrogates), RecursionError and MemoryError (deep nesting such as `a.a.a...` or `-----1`),
+    OverflowError. Whatever it raises, the program cannot run, so it is the program's failure.
+    """
+    try:
+        compile(code, "main.py", "exec", dont_inherit=True)
+    except Exception as exc:  # noqa: BLE001 (see the docstring: any failure is the program's)
+        return exc
+    return None
+
+
 def extract_final_answer(text: str) -> tuple[str | None, str | None]:
     """The text after the last `####` marker (the papers' final-answer format)."""
     idx = text.rfind(_FINAL_MARK)
@@ -51,8 +68,10 @@ def parse_moves(text: str, alphabet: str = "UDLR") -> tuple[list[str] | None, st
     m = re.search(r"\[([^\[\]]*)\]", text)
     body = m.group(1) if m else text
     tokens = [t for t in re.split(r"[\s,;]+", body.strip()) if t]
-    if not tokens and m is None:
-        return None, "no action list found"
+    if not tokens:
+        # An empty list takes no action: the format term needs moves (AT-GRPO A.1.4/A.1.5,
+        # s_fmt = 1{a_k in {U,D,L,R}}), else doing nothing would earn it.
+        return None, "no action list found" if m is None else "empty action list: give at least one move"
     if len(tokens) > MAX_MOVES:
         return None, f"action list longer than {MAX_MOVES} moves"
     moves: list[str] = []
@@ -68,3 +87,32 @@ def parse_moves(text: str, alphabet: str = "UDLR") -> tuple[list[str] | None, st
 
 def format_moves(moves: list[str]) -> str:
     return "[" + ", ".join(moves) + "]"
+
+
+@functools.lru_cache(maxsize=64)
+def _tag_patterns(tag: str) -> tuple[re.Pattern[str], re.Pattern[str]]:
+    return re.compile(f"<{re.escape(tag)}>", re.I), re.compile(f"</{re.escape(tag)}>", re.I)
+
+
+def tag_spans(text: str, tag: str) -> Iterator[tuple[int, int]]:
+    """(start, end) of the content of each `<tag>...</tag>` (case-insensitive), in order: what
+    `re.findall("<tag>(.*?)</tag>", text, re.S | re.I)` finds, in time linear in `text`.
+
+    The regular expression retries its lazy scan from every opening tag, which is quadratic on a
+    reply of many unclosed tags. Here the first opening tag with no closing tag after it ends the
+    search: no later one can have one either.
+    """
+    opening, closing = _tag_patterns(tag)
+    pos = 0
+    while (start := opening.search(text, pos)) is not None:
+        end = closing.search(text, start.end())
+        if end is None:
+            return
+        yield start.end(), end.start()
+        pos = end.end()
+
+
+def first_tagged(text: str, tag: str) -> str | None:
+    """The content of the first `<tag>...</tag>` in `text`, or None (linear; see `tag_spans`)."""
+    span = next(tag_spans(text, tag), None)
+    return None if span is None else text[span[0]:span[1]]

@@ -27,7 +27,7 @@ from typing import Any, Literal
 
 from .base import Message, Play, TextAECEnv
 from .rewards import RewardBreakdown
-from .text import extract_code, extract_final_answer, format_moves, parse_moves
+from .text import compile_error, extract_code, extract_final_answer, format_moves, parse_moves
 
 Mode = Literal["mas", "planner", "tool"]
 MODES: dict[str, tuple[str, ...]] = {"mas": ("tool", "planner"), "planner": ("planner",), "tool": ("tool",)}
@@ -152,11 +152,10 @@ class ToolPlannerEnv(TextAECEnv):
         code, error = extract_code(reply)
         if code is None:
             return ToolRun(code=None, status="no_code", output="", error=error)
-        try:
-            compile(code, "main.py", "exec")
-        except (SyntaxError, ValueError) as exc:
+        exc = compile_error(code)
+        if exc is not None:
             # Not worth a process: report like the interpreter would.
-            return ToolRun(code=code, status="error", output=f"SyntaxError: {exc}", error="program does not compile")
+            return ToolRun(code=code, status="error", output=f"{_error_name(exc)}: {exc}", error="program does not compile")
         result = self.sandbox.run(code)
         output = result.stdout if result.ok else (result.stdout + result.stderr)
         run = ToolRun(code=code, status=result.status, output=output[-_SHOWN_OUTPUT_CHARS:])
@@ -205,6 +204,12 @@ class ToolPlannerEnv(TextAECEnv):
             parse_error=error,
             details=details,
         )
+
+
+def _error_name(exc: Exception) -> str:
+    """How the output names a compile failure: as SyntaxError when the interpreter would (null bytes
+    and lone surrogates raise ValueError here), else by its own name (RecursionError, MemoryError)."""
+    return "SyntaxError" if isinstance(exc, (SyntaxError, ValueError)) else type(exc).__name__
 
 
 class MoveListAnswers:

@@ -2,7 +2,7 @@
 
 | | |
 |---|---|
-| Creation | `llm_marl_envs.deep_search_v0.env()` / `pettingzoo.make("aec", "llm_marl/DeepSearch-v0")` |
+| Creation | `llm_marl_envs.deep_search_v1.env()` / `pettingzoo.make("aec", "llm_marl/DeepSearch-v1")` |
 | Agents | `planner`, `worker_0` ... `worker_{W-1}` (mode "mas", W = `max_calls`); `planner` alone with the search tools (mode "single") |
 | Turn order | planner; each valid `search_and_browse` call hands the turn to the next unused worker until it has written its summary; then the planner again |
 | Observation | `{"messages": [chat in OpenAI format], "turn": int}` (turn = agent steps so far in the episode) |
@@ -17,10 +17,11 @@ Arguments: `mode` ("mas" | "single"), `max_calls` (W, subtasks the planner may d
 the planner has W + 1 turns), `max_worker_turns` (M, tool calls per worker; default 5),
 `max_single_turns` (turns of the single agent; default 12), `hops` (2 | 3 | 4 | None = a uniform
 mix), `corpus_seed` (the mini-wiki, default 0), `dataset` (path of a MuSiQue/HotpotQA file used
-instead of the mini-wiki), `backend` ("bm25" offline default | "live" web search through ddgs),
-`transport` (how tool calls reach the backend, below), `runtime` (a `SearchRuntime` to share
-instead), `judge` (None, or a `JudgeConfig`/dict for an OpenAI-compatible LLM judge), `render_mode`,
-`sandbox` (accepted for a uniform constructor and ignored: no code runs here).
+instead of the mini-wiki), `backend` ("bm25" offline default | "live": web search through ddgs,
+pages read by a client that refuses non-public addresses, `search.webpage`), `transport` (how
+tool calls reach the backend, below), `runtime` (a `SearchRuntime` to share instead), `judge`
+(None, or a `JudgeConfig`/dict for an OpenAI-compatible LLM judge), `render_mode`, `sandbox`
+(accepted for a uniform constructor and ignored: no code runs here).
 `reset(seed, options={"split": "train"|"val"|"test", "instance": Question})`.
 Questions: the mini-wiki (`llm_marl_envs.search.miniwiki`, fictional, offline) by default, drawn
 per (split, seed); a dataset file's records are assigned to train/val/test by content hash like
@@ -52,10 +53,14 @@ Action grammar. A tool call is a `<use_mcp_tool>` block (the first one in the re
     </use_mcp_tool>
 
 Workers call server `llm-marl-search`, tools `search` `{"query": str, "k": int (1-20, default 5)}`
-and `fetch` `{"url": str}`. A planner reply without a tool call is its final answer: the content
-of the last `\\boxed{...}`. A worker reply without a tool call ends its tool phase; the worker is
-then asked for MATPO's summary (headings `## Conclusion`, `## Supporting Information`,
-`## Observations`, `## Contribution to Main Task`) unless that reply already has all four headings.
+and `fetch` `{"url": str}`. Arguments are checked before they leave the environment: a query has at
+most 1,000 characters, a URL at most 2,048, and both must be text (no lone surrogates such as a
+JSON `"\\ud800"` escape, no control characters); a call that breaks a rule is invalid and the
+agent's (fmt 0), and the tool never sees it. A planner reply without a tool call is its final
+answer: the content of the last `\\boxed{...}`. A worker reply without a tool call ends its tool
+phase; the worker is then asked for MATPO's summary (headings `## Conclusion`, `## Supporting
+Information`, `## Observations`, `## Contribution to Main Task`) unless that reply already has all
+four headings.
 After M tool calls the summary is requested with the note that the worker ran out of calls. The
 planner receives the summary (and only the summary) as the tool response.
 
@@ -86,7 +91,16 @@ summary_valid, ran_out}; the planner's final step adds `answer`, `gold`, `em`, `
 Termination: the planner's final answer ends the episode (terminated when acc = 1, `success=True`;
 else truncated). The planner's (W + 1)-th turn is always final: tools are no longer offered.
 
-Version history: v0 initial release.
+Version history:
+- v1: tool arguments are checked before they are sent (query and URL length limits; text only: a
+  `\\ud800` escape in <arguments> makes the call invalid, for the planner's subtask too); in v0
+  such calls could be valid, or (subprocess transport) crash the shared MCP session for every
+  concurrent call without blaming anyone. A backend answer that is not a list of hits or a page
+  is a server_error (v0: an exception out of `env.step`). With the live backend, `fetch` refuses
+  non-http(s) URLs and hosts that resolve to loopback, private, link-local, multicast or reserved
+  addresses, at every redirect hop (a tool_error: the agent's), and reads pages with its own
+  guarded client (v0 fetched any URL through ddgs, 127.0.0.1 included).
+- v0: initial release.
 """
 
 from __future__ import annotations
@@ -143,7 +157,7 @@ def _cap(text: str, limit: int) -> str:
 
 
 class raw_env(SearchSourced, TextAECEnv):
-    metadata = {"render_modes": ["human", "ansi"], "name": "deep_search_v0", "is_parallelizable": False}
+    metadata = {"render_modes": ["human", "ansi"], "name": "deep_search_v1", "is_parallelizable": False}
     instance_namespace = "deep_search"
 
     def __init__(self, mode: Mode = "mas", max_calls: int = 5, max_worker_turns: int = 5, max_single_turns: int = 12,

@@ -1,7 +1,8 @@
 """Parsers for deep-search replies: `<use_mcp_tool>` calls, `\\boxed{}` answers, summary headings.
 
 Model output is untrusted: regular expressions and `json.loads` only; a failure is a value
-(`ToolCall.error`, None), never an exception.
+(`ToolCall.error`, None), never an exception. Every parser is linear in the length of the reply
+(a worker reply of 16,000 newlines or a planner reply of 4,000 `\\boxed{` once took a minute).
 """
 
 from __future__ import annotations
@@ -11,12 +12,18 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from ..core.text import first_tagged, tag_spans
 from .prompts import SUMMARY_HEADINGS
 
+_TOOL_TAG = "use_mcp_tool"
 _OPEN = re.compile(r"<use_mcp_tool>", re.I)
-_BLOCK = re.compile(r"<use_mcp_tool>(.*?)</use_mcp_tool>", re.S | re.I)
-_FIELD = {name: re.compile(rf"<{name}>(.*?)</{name}>", re.S | re.I) for name in ("server_name", "tool_name", "arguments")}
-_HEADING = {h: re.compile(rf"^\s*#{{1,6}}\s*\**\s*{re.escape(h)}\s*\**\s*:?", re.I | re.M) for h in SUMMARY_HEADINGS}
+_FIELDS = ("server_name", "tool_name", "arguments")
+# A heading line: `## Conclusion`, `### **Observations**:`... The indent is `[^\S\n]*`, not `\s*`: a
+# `\s*` after `^` crosses newlines, so every line of a blank run rescanned the rest of the run
+# (quadratic). Matching from the last line start finds the same headings. The possessive `*+`
+# keep `\s*\**\s*` from backtracking over long runs; the heading starts with a letter, so the
+# maximal run is the only one that can match.
+_HEADING = {h: re.compile(rf"^[^\S\n]*#{{1,6}}\s*+\**+\s*+{re.escape(h)}", re.I | re.M) for h in SUMMARY_HEADINGS}
 MAX_ARGUMENT_CHARS = 4_000
 
 
@@ -43,17 +50,16 @@ def find_tool_call(text: str) -> ToolCall | None:
     """The first tool call in `text`; None when the reply makes no tool-call attempt at all."""
     if not _OPEN.search(text):
         return None
-    blocks = _BLOCK.findall(text)
-    if not blocks:
+    blocks = tag_spans(text, _TOOL_TAG)
+    first = next(blocks, None)
+    if first is None:
         return ToolCall("", "", None, "unterminated <use_mcp_tool> block (missing </use_mcp_tool>)")
-    body = blocks[0]
-    fields = {}
-    for name, pattern in _FIELD.items():
-        m = pattern.search(body)
-        fields[name] = m.group(1).strip() if m else None
+    body = text[first[0]:first[1]]
+    fields = {name: first_tagged(body, name) for name in _FIELDS}
+    fields = {name: None if value is None else value.strip() for name, value in fields.items()}
     server, tool = fields["server_name"] or "", fields["tool_name"] or ""
     missing = [n for n, v in fields.items() if v is None]
-    extra = len(blocks) - 1
+    extra = sum(1 for _ in blocks)
     if missing:
         return ToolCall(server, tool, None, f"missing <{'>, <'.join(missing)}> in <use_mcp_tool>", extra)
     raw = fields["arguments"]
@@ -66,22 +72,42 @@ def find_tool_call(text: str) -> ToolCall | None:
         return ToolCall(server, tool, None, f"<arguments> is not valid JSON ({msg})", extra)
     if not isinstance(arguments, dict):
         return ToolCall(server, tool, None, "<arguments> must be a JSON object", extra)
+    if not _is_text(arguments):
+        return ToolCall(server, tool, None, "<arguments> escapes a lone surrogate (such as \\ud800), which is not text", extra)
     return ToolCall(server, tool, arguments, None, extra)
 
 
+def _is_text(value: Any) -> bool:
+    """Whether decoded JSON holds only encodable text: `json.loads` turns `\\ud800` into a lone
+    surrogate, which no tokenizer, JSON-RPC session or log file can encode."""
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except (UnicodeEncodeError, ValueError, RecursionError):
+        return False
+    return True
+
+
+_BOXED = "\\boxed{"
+
+
 def extract_boxed(text: str) -> str | None:
-    """Content of the last `\\boxed{...}` (nested braces allowed); None when there is none."""
-    start = text.rfind("\\boxed{")
+    """Content of the last `\\boxed{...}` whose braces close (nested braces allowed); None when there
+    is none. One pass pairs every brace, instead of scanning to the end from each `\\boxed{`."""
+    if _BOXED not in text:
+        return None
+    closing: dict[int, int] = {}
+    open_at: list[int] = []
+    for j, ch in enumerate(text):
+        if ch == "{":
+            open_at.append(j)
+        elif ch == "}" and open_at:
+            closing[open_at.pop()] = j
+    start = text.rfind(_BOXED)
     while start >= 0:
-        depth, i = 0, start + len("\\boxed")
-        for j in range(i, len(text)):
-            if text[j] == "{":
-                depth += 1
-            elif text[j] == "}":
-                depth -= 1
-                if depth == 0:
-                    return text[i + 1:j].strip()
-        start = text.rfind("\\boxed{", 0, start)
+        brace = start + len(_BOXED) - 1
+        if brace in closing:
+            return text[brace + 1:closing[brace]].strip()
+        start = text.rfind(_BOXED, 0, start)
     return None
 
 

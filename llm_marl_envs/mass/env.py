@@ -2,7 +2,7 @@
 
 | | |
 |---|---|
-| Creation | `llm_marl_envs.mass_v0.env()` / `pettingzoo.make("aec", "llm_marl/MASS-v0")` |
+| Creation | `llm_marl_envs.mass_v1.env()` / `pettingzoo.make("aec", "llm_marl/MASS-v1")` |
 | Agents | `rewriter`, `reranker`, `answerer` (mode "mas"); `answerer` alone with a search action (mode "single") |
 | Turn order | rewriter, (retrieval by the environment), reranker, answerer: three steps; single: up to `max_single_turns` |
 | Observation | `{"messages": [chat in OpenAI format], "turn": int}` |
@@ -49,8 +49,8 @@ Rewards (MMOA-RAG; MHGPO Eq. 4: R_k = R_shared + R_k^spe), λ = 1, penalties in 
 | term | who | value |
 |---|---|---|
 | R_shared | all three roles | token F1 of the answer against the answer and aliases (HotpotQA F1), delivered at the answerer's step |
-| R_spe | rewriter | -0.5 if more than 4 sub-questions, more than 300 characters, or none parsed |
-| R_spe | reranker | -1 if malformed, an id out of range, or an id repeated (`reranker_penalty`) |
+| R_spe | rewriter | -0.5 if more than 4 sub-questions, more than 300 characters, none parsed, or one that cannot be searched |
+| R_spe | reranker | -1 if malformed, an id out of range, an id repeated, or no id while passages were shown (`reranker_penalty`) |
 | R_spe | answerer | -1 if more than 30 words |
 | single | answerer | F1 + (-1 if over 30 words) at the answer; 0 for each search |
 
@@ -62,11 +62,25 @@ upstream roles' infos are updated to their final breakdown (team = F1, penalty =
 Infos record what each role consumed, so rewards can be back-propagated along it (MHGPO Eq. 4):
 `consumed` = [{"agent", "turn", "reply_sha1"}] of the upstream outputs read, plus the content:
 the reranker's `documents` (title, url, sub_query of each of the 10) and the answerer's
-`selected` (ids and titles it read). The rewriter's infos hold its `sub_queries`.
+`selected` (ids and titles it read). The rewriter's infos hold its `sub_queries` (those searched)
+and `unsearchable` (those refused).
+
+Unsearchable sub-questions (MMOA-RAG's format penalty, extended; `mass.parse`): a sub-question
+with only stop words ("what is the") or that is not valid query text (over 1,000 characters, lone
+surrogates, control characters) would retrieve nothing. It is a malformed rewrite: -0.5, and it is
+not searched; its passages go to the searchable sub-questions (the original question when none is
+left), so the reranker is still shown 10 passages. When retrieval returns no passage at all (the
+backend found or returned nothing), the reranker is told so and `None` (or an empty reply) is the
+right selection, with no penalty; v0 penalised every reply of a reranker shown no passage.
 
 Termination: the answer ends the episode (terminated when EM = 1, `success=True`; else truncated).
 
-Version history: v0 initial release.
+Version history:
+- v1: an unsearchable sub-question is penalised and not searched (v0: stop-word-only sub-queries
+  took their share of the 10 passages and retrieved none, unpenalised); a reranker shown no
+  passage is right to select none (v0: penalised whatever it wrote) and its prompt says so;
+  reranker and rewriter errors list at most 5 problems.
+- v0: initial release.
 """
 
 from __future__ import annotations
@@ -98,7 +112,7 @@ def _sha1(text: str) -> str:
 
 
 class raw_env(SearchSourced, TextAECEnv):
-    metadata = {"render_modes": ["human", "ansi"], "name": "mass_v0", "is_parallelizable": False}
+    metadata = {"render_modes": ["human", "ansi"], "name": "mass_v1", "is_parallelizable": False}
     instance_namespace = "mass"
 
     def __init__(self, mode: Mode = "mas", hops: int | None = None, corpus_seed: int = 0, dataset: str | None = None,
@@ -211,7 +225,7 @@ class raw_env(SearchSourced, TextAECEnv):
         self.chats["reranker"] = [{"role": "system", "content": prompts.reranker_system(q.question)},
                                   {"role": "user", "content": prompts.reranker_user(q.question, self._shown(self.documents))}]
         details = {"sub_queries": list(rewrite.sub_queries), "written": rewrite.written,
-                   "retrieval_errors": list(self.retrieval_errors)}
+                   "unsearchable": list(rewrite.unsearchable), "retrieval_errors": list(self.retrieval_errors)}
         return Play(RewardBreakdown(0.0, lam=LAMBDA, penalty=rewrite.penalty), next_agent="reranker",
                     parse_error=rewrite.error, details=details)
 

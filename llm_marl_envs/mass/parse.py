@@ -2,9 +2,16 @@
 
 | role | output | penalty (agent-specific reward R_spe) |
 |---|---|---|
-| rewriter | `### q1; q2; ... ###` (or one sub-question per line) | -0.5 if more than 4 sub-questions or more than 300 characters (or none) |
-| reranker | `Document0,Document4,...` (bare ids `0,4` accepted) | -1 if malformed, an id out of range, or an id repeated (or none) |
+| rewriter | `### q1; q2; ... ###` (or one sub-question per line) | -0.5 if more than 4 sub-questions, more than 300 characters, none, or one that cannot be searched |
+| reranker | `Document0,Document4,...` (bare ids `0,4` accepted) | -1 if malformed, an id out of range, or an id repeated (or none while there are documents) |
 | answerer | a short answer | -1 if longer than 30 words |
+
+A sub-question that cannot be searched (only stop words, such as "what is the"; or not valid
+query text: over 1,000 characters, lone surrogates, control characters) retrieves nothing: it is a
+malformed output of the rewriter, so it is penalised and not searched, and the passages go to the
+searchable ones (the original question when none is left). When retrieval returns no passage at
+all (the backend found nothing or failed), the reranker has nothing to select: an empty reply (or
+`None`) is then the right output and earns no penalty, and any id is out of range.
 
 Each parser returns what the next agent consumes plus the penalty and the error (None when the
 output follows the rule); nothing here raises on model text.
@@ -14,6 +21,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+
+from ..core.text import first_tagged
+from ..search.backends import ToolInputError, check_query
+from ..search.text import tokenize
 
 MAX_SUB_QUERIES = 4
 MAX_REWRITE_CHARS = 300
@@ -33,11 +44,25 @@ _ID = re.compile(r"^(?:document\s*)?(\d{1,4})$", re.I)
 @dataclass(frozen=True)
 class Rewrite:
     sub_queries: tuple[str, ...]
-    """The sub-queries used for retrieval (at most 4; the original question when none parsed)."""
+    """The sub-queries used for retrieval: the searchable ones among the first 4 written (the
+    original question when none is left)."""
     written: int
     """How many sub-queries the rewriter wrote."""
     penalty: float
     error: str | None
+    unsearchable: tuple[str, ...] = ()
+    """Sub-queries among the first 4 that were not searched (see the module docstring)."""
+
+
+def unsearchable_reason(query: str) -> str | None:
+    """Why `query` cannot be searched, or None when it can."""
+    try:
+        check_query(query)
+    except ToolInputError as e:
+        return str(e)
+    if not tokenize(query):
+        return "it has no searchable words (only stop words)"
+    return None
 
 
 def parse_rewrite(text: str, question: str) -> Rewrite:
@@ -58,8 +83,18 @@ def parse_rewrite(text: str, question: str) -> Rewrite:
         errors.append(f"{len(queries)} sub-questions (at most {MAX_SUB_QUERIES}); the first {MAX_SUB_QUERIES} were searched")
     if len(text.strip()) > MAX_REWRITE_CHARS:
         errors.append(f"{len(text.strip())} characters (at most {MAX_REWRITE_CHARS})")
-    used = tuple(queries[:MAX_SUB_QUERIES]) or (question,)
-    return Rewrite(used, len(queries), REWRITER_PENALTY if errors else 0.0, "; ".join(errors) or None)
+    searched, unsearchable = [], []
+    for i, query in enumerate(queries[:MAX_SUB_QUERIES], 1):
+        reason = unsearchable_reason(query)
+        if reason is None:
+            searched.append(query)
+        else:
+            unsearchable.append(query)
+            errors.append(f"sub-question {i} was not searched: {reason}")
+    if queries and not searched:
+        errors.append("no searchable sub-question; the original question was searched")
+    used = tuple(searched) or (question,)
+    return Rewrite(used, len(queries), REWRITER_PENALTY if errors else 0.0, _summary(errors), tuple(unsearchable))
 
 
 @dataclass(frozen=True)
@@ -70,7 +105,13 @@ class Selection:
     error: str | None
 
 
+_NONE = re.compile(r"[\s.,;:!'\"`()\[\]]*(?:none[\s.,;:!'\"`()\[\]]*)?", re.I)
+"""An empty selection: nothing, or the word None."""
+
+
 def parse_selection(text: str, n_documents: int) -> Selection:
+    if n_documents == 0 and _NONE.fullmatch(text):
+        return Selection((), 0.0, None)  # nothing was retrieved: selecting nothing is right
     tokens = [t for t in re.split(r"[\s,;]+", text.strip()) if t]
     ids: list[int] = []
     errors = []
@@ -82,14 +123,23 @@ def parse_selection(text: str, n_documents: int) -> Selection:
             break
         i = int(m.group(1))
         if i >= n_documents:
-            errors.append(f"Document{i} is out of range (Document0-Document{n_documents - 1})")
+            shown = f"Document0-Document{n_documents - 1}" if n_documents else "no document was retrieved: reply None"
+            errors.append(f"Document{i} is out of range ({shown})")
         elif i in ids:
             errors.append(f"Document{i} repeated")
         else:
             ids.append(i)
     if not tokens:
         errors.append("no document ids (expected e.g. Document0,Document4)")
-    return Selection(tuple(ids), RERANKER_PENALTY if errors else 0.0, "; ".join(errors) or None)
+    return Selection(tuple(ids), RERANKER_PENALTY if errors else 0.0, _summary(errors))
+
+
+def _summary(errors: list[str], shown: int = 5) -> str | None:
+    """The first few errors (a runaway reply repeats one id thousands of times)."""
+    if not errors:
+        return None
+    more = f"; and {len(errors) - shown} more" if len(errors) > shown else ""
+    return "; ".join(errors[:shown]) + more
 
 
 @dataclass(frozen=True)
@@ -110,16 +160,12 @@ def parse_answer(text: str) -> Answer:
     return Answer(answer, words, 0.0, None)
 
 
-_SEARCH = re.compile(r"<search>(.*?)</search>", re.S | re.I)
-_ANSWER = re.compile(r"<answer>(.*?)</answer>", re.S | re.I)
-
-
 def parse_single(text: str) -> tuple[str, str] | None:
     """Single agent (Search-R1 format): ("answer", text) or ("search", query); None when neither."""
-    answer = _ANSWER.search(text)
+    answer = first_tagged(text, "answer")
     if answer is not None:
-        return "answer", answer.group(1).strip()
-    search = _SEARCH.search(text)
-    if search is not None and search.group(1).strip():
-        return "search", search.group(1).strip()
+        return "answer", answer.strip()
+    search = first_tagged(text, "search")
+    if search is not None and search.strip():
+        return "search", search.strip()
     return None

@@ -34,7 +34,8 @@ def documents_block(docs: list[tuple[str, str]], space: bool) -> str:
 
 
 def reranker_user(question: str, docs: list[tuple[str, str]]) -> str:
-    return f"Question is: {question}\n\n{documents_block(docs, space=False)}\n\nDo not output anything else."
+    block = documents_block(docs, space=False) if docs else "(no documents were retrieved: output None)"
+    return f"Question is: {question}\n\n{block}\n\nDo not output anything else."
 
 
 ANSWERER_SYSTEM = (

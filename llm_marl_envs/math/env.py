@@ -112,7 +112,7 @@ import numpy as np
 from ..core.base import Message, Play, TextAECEnv
 from ..core.instances import split_of
 from ..core.rewards import RewardBreakdown
-from ..core.text import extract_code
+from ..core.text import compile_error, extract_code
 from . import prompts
 from .datasets import FORMATS, load_dataset
 from .problems import MathInstance, MathProblemConfig, generate
@@ -251,9 +251,8 @@ class raw_env(TextAECEnv):
         if len(code) > MAX_CODE_CHARS:
             return ToolAttempt(code[:MAX_CODE_CHARS], "over_budget", "", None,
                                f"program longer than {MAX_CODE_CHARS} characters", fmt=False, ran_ok=False, correct=False)
-        try:
-            compile(code, "main.py", "exec")
-        except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError) as exc:
+        exc = compile_error(code)
+        if exc is not None:
             # Not worth a process: report it like the interpreter would.
             return ToolAttempt(code, "syntax_error", f"{type(exc).__name__}: {exc}", None, "program does not compile",
                                fmt=False, ran_ok=False, correct=False)

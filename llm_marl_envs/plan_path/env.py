@@ -2,7 +2,7 @@
 
 | | |
 |---|---|
-| Creation | `llm_marl_envs.plan_path_v0.env()` / `pettingzoo.make("aec", "llm_marl/PlanPath-v0")` |
+| Creation | `llm_marl_envs.plan_path_v1.env()` / `pettingzoo.make("aec", "llm_marl/PlanPath-v1")` |
 | Agents | `tool`, `planner` (mode "mas"); `planner` alone (mode "planner"); `tool` alone (mode "tool") |
 | Turn order | tool, planner, tool, planner, ... for up to `max_turns` turns |
 | Observation | `{"messages": [chat in OpenAI format], "turn": int}`; the task shows the current position |
@@ -24,10 +24,10 @@ Manhattan distance to the goal and d_0 = max(1, initial distance):
 | term | who | value | coefficient |
 |---|---|---|---|
 | r_team | both | 1 at the goal, else max(0, (d_{k-1} - d_k)/d_0) | λ = 0.5 |
-| fmt | planner | answer parses as a list of U/D/L/R | 0.20 |
+| fmt | planner | answer parses as a non-empty list of U/D/L/R | 0.20 |
 | leg | planner | every move is in bounds and not into a wall | 0.40 |
 | sp | planner | every applied move lies on a shortest path (SPNext) | 0.40 |
-| fmt | tool | printed output parses as an action list | 0.10 |
+| fmt | tool | printed output parses as a non-empty action list | 0.10 |
 | exec | tool | program ran and its list applies no invalid move (and advances) | 0.40 |
 | shape | tool | potential φ = -d does not decrease | 0.50 |
 
@@ -35,12 +35,17 @@ Masks: the planner's is 1 (map and BFS oracle always available); the tool's is 1
 ran (execution logs exist), else 0. Interpretations: the papers score one action per turn; answers
 here are move lists, so `leg` and `sp` hold for every applied move. The tool's proposal is simulated
 from the current state without being applied, and its r_team is the one the proposal would earn if
-adopted, so its reward is known at its own step (AT-GRPO Alg. 1 line 10).
+adopted, so its reward is known at its own step (AT-GRPO Alg. 1 line 10). An empty list `[]` takes no
+action, so it is a format error (A.1.4: s_fmt = 1{a_k in {U,D,L,R}}) for both roles: otherwise doing
+nothing would earn fmt, leg and shape.
 
 Termination: the planner's list ends on the goal (terminated, `success=True`); truncation after
 `max_turns` turns. `infos[agent]` holds the breakdown, `parse_error`, `turn` and `success`.
 
-Version history: v0 initial release.
+Version history:
+- v1: an empty action list (`#### []`, or a tool program printing `[]`) is a format error; it earned
+  local 0.6 (planner) and 0.6 (tool) in v0.
+- v0: initial release.
 """
 
 from __future__ import annotations
@@ -61,7 +66,7 @@ TOOL_COEF = {"fmt": 0.10, "exec": 0.40, "shape": 0.50}
 
 
 class raw_env(MoveListAnswers, ToolPlannerEnv):
-    metadata = {"render_modes": ["human", "ansi"], "name": "plan_path_v0", "is_parallelizable": False}
+    metadata = {"render_modes": ["human", "ansi"], "name": "plan_path_v1", "is_parallelizable": False}
     instance_namespace = "plan_path"
     prompts = prompts
 

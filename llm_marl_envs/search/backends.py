@@ -12,6 +12,7 @@ error observations. A backend that cannot work at all raises `BackendUnavailable
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import tempfile
 import threading
@@ -26,6 +27,14 @@ MAX_K = 20
 """Most results one search returns."""
 MAX_PAGE_CHARS = 8_000
 """Longest page text `fetch` returns (longer pages are cut, with a marker)."""
+MAX_QUERY_CHARS = 1_000
+"""Longest search query accepted (a search engine reads a few dozen words)."""
+MAX_URL_CHARS = 2_048
+"""Longest URL accepted (the de facto limit of browsers and servers)."""
+# Characters a tool argument may not hold: lone surrogates cannot be encoded as UTF-8 (one such
+# query once killed the shared MCP session of every concurrent call), and control characters
+# other than tab and newlines are never part of a query or a URL.
+_UNSENDABLE = re.compile("[\ud800-\udfff\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
 
 class ToolInputError(ValueError):
@@ -67,10 +76,28 @@ def check_k(k: object) -> int:
     return k
 
 
+def check_text(value: object, name: str, max_chars: int) -> str:
+    """`value` stripped, when it is a tool argument that can travel: a non-empty string of at most
+    `max_chars` characters, encodable as UTF-8, without control characters. ToolInputError (the
+    agent's mistake) otherwise; the message never repeats the offending character itself."""
+    if not isinstance(value, str) or not value.strip():
+        raise ToolInputError(f"{name} must be a non-empty string")
+    text = value.strip()
+    if len(text) > max_chars:
+        raise ToolInputError(f"{name} is {len(text)} characters long; the limit is {max_chars}")
+    bad = _UNSENDABLE.search(text)
+    if bad is not None:
+        raise ToolInputError(f"{name} contains the character {ascii(bad.group())} at position {bad.start()}, "
+                             "which is not text (a lone surrogate or a control character)")
+    return text
+
+
 def check_query(query: object) -> str:
-    if not isinstance(query, str) or not query.strip():
-        raise ToolInputError("query must be a non-empty string")
-    return query.strip()
+    return check_text(query, "query", MAX_QUERY_CHARS)
+
+
+def check_url(url: object) -> str:
+    return check_text(url, "url", MAX_URL_CHARS)
 
 
 def _import_bm25s():
@@ -153,13 +180,12 @@ class BM25Backend:
         return out
 
     def fetch(self, url: str) -> str:
-        if not isinstance(url, str) or not url.strip():
-            raise ToolInputError("url must be a non-empty string")
-        doc = self.corpus.by_url.get(url.strip())
+        url = check_url(url)
+        doc = self.corpus.by_url.get(url)
         if doc is None:
-            title = title_from_url(url.strip())
+            title = title_from_url(url)
             hint = f" (no page titled {title!r})" if title else " (pages of this corpus have wiki:// URLs from search results)"
-            raise ToolInputError(f"unknown URL {url.strip()!r}{hint}")
+            raise ToolInputError(f"unknown URL {url!r}{hint}")
         return cut_page(doc.page())
 
 

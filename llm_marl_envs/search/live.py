@@ -1,9 +1,13 @@
 """The live web backend: search through `ddgs` (the maintained DuckDuckGo/metasearch client) and
-page fetching through `DDGS.extract`. Opt-in (`backend="live"`); offline BM25 is the default.
+page fetching through `search.webpage.PageFetcher`, which refuses loopback, private, link-local
+and other non-public targets after DNS resolution, at every redirect hop (agents choose the URLs:
+`DDGS.extract` fetched `http://127.0.0.1/` and returned the page). Opt-in (`backend="live"`);
+offline BM25 is the default.
 
 It fails fast: constructing it (or a runtime for it) first probes the network with a short
 timeout and raises `BackendUnavailable` naming the fix, instead of letting every tool call wait.
-Tests drive it with a recorded response through the `client` argument (no network needed).
+Tests drive it with a recorded response through the `client` argument and a `fetcher` whose name
+resolution is faked (no network needed).
 """
 
 from __future__ import annotations
@@ -12,7 +16,8 @@ import socket
 import threading
 from typing import Any
 
-from .backends import MAX_PAGE_CHARS, BackendUnavailable, Hit, ToolInputError, check_k, check_query, cut_page
+from .backends import MAX_PAGE_CHARS, BackendUnavailable, Hit, ToolInputError, check_k, check_query, check_url, cut_page
+from .webpage import NetworkError, PageFetcher
 
 PROBE_HOST = "duckduckgo.com"
 
@@ -20,7 +25,7 @@ PROBE_HOST = "duckduckgo.com"
 def _unavailable(reason: str) -> BackendUnavailable:
     return BackendUnavailable(
         f"live web search is unavailable: {reason}. Use the offline backend (backend='bm25', the default) or give "
-        "this machine network access (a proxy can be set with DDGS_PROXY)")
+        "this machine network access (a proxy for searches can be set with DDGS_PROXY; pages are fetched directly)")
 
 
 def preflight(timeout: float = 3.0, probe_host: str = PROBE_HOST) -> None:
@@ -47,13 +52,14 @@ def preflight(timeout: float = 3.0, probe_host: str = PROBE_HOST) -> None:
 
 
 class LiveBackend:
-    """Web search and page text through `ddgs` (`DDGS.text`, `DDGS.extract`)."""
+    """Web search through `ddgs` (`DDGS.text`); page text through `search.webpage.PageFetcher`."""
 
     name = "live"
 
     def __init__(self, timeout: float = 10.0, region: str = "us-en", safesearch: str = "moderate", engines: str = "auto",
-                 client: Any = None, check: bool = True, probe_host: str = PROBE_HOST):
+                 client: Any = None, check: bool = True, probe_host: str = PROBE_HOST, fetcher: PageFetcher | None = None):
         self.region, self.safesearch, self.engines = region, safesearch, engines
+        self.fetcher = fetcher if fetcher is not None else PageFetcher(timeout=float(timeout))
         if client is None:
             if check:
                 preflight(min(float(timeout), 5.0), probe_host)
@@ -89,15 +95,11 @@ class LiveBackend:
         return hits[:k]
 
     def fetch(self, url: str) -> str:
-        if not isinstance(url, str) or not url.strip().startswith(("http://", "https://")):
+        url = check_url(url)
+        if not url.lower().startswith(("http://", "https://")):
             raise ToolInputError(f"url must be an http(s) URL from a search result, got {url!r}")
         try:
-            page = self.client.extract(url.strip(), fmt="text_plain")
-        except self._error_types() as e:
-            if "HTTP" in str(e):  # the page answered with an error status: the agent's URL is the problem
-                raise ToolInputError(str(e)) from None
-            raise _unavailable(f"fetch failed ({type(e).__name__}: {e})") from None
-        content = page.get("content", "") if isinstance(page, dict) else page
-        if isinstance(content, bytes):
-            content = content.decode("utf-8", "replace")
-        return cut_page(str(content).strip(), MAX_PAGE_CHARS)
+            page = self.fetcher.fetch(url)  # ToolInputError: a refused target or an HTTP error status
+        except NetworkError as e:
+            raise _unavailable(f"fetch failed ({e})") from None
+        return cut_page(page.strip(), MAX_PAGE_CHARS)

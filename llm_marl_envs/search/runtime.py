@@ -30,8 +30,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from .backends import Hit, ToolInputError, cache_root
-from .tools import SERVER_FAULT, ToolResult, check_arguments, run_tool
+from .backends import MAX_K, ToolInputError, cache_root
+from .tools import SERVER_FAULT, ToolResult, check_arguments, check_hits, check_page, run_tool
 
 TRANSPORTS = ("subprocess", "inprocess", "direct")
 _START_RETRY_S = 5.0
@@ -347,9 +347,10 @@ def _short(e: BaseException) -> str:
 
 
 def _result(tool: str, args: dict[str, Any], value: Any) -> ToolResult:
+    """A checked backend answer as a result (MalformedResult when it is not what the tool promises)."""
     if tool == "search":
-        return ToolResult(tool, args, hits=[h if isinstance(h, Hit) else Hit(**h) for h in value])
-    return ToolResult(tool, args, page=str(value))
+        return ToolResult(tool, args, hits=check_hits(value, args.get("k", MAX_K)))
+    return ToolResult(tool, args, page=check_page(value))
 
 
 def _parse(tool: str, args: dict[str, Any], result: Any) -> ToolResult:
@@ -361,12 +362,12 @@ def _parse(tool: str, args: dict[str, Any], result: Any) -> ToolResult:
         return ToolResult(tool, args, status, error=message[len(SERVER_FAULT):].strip() if status == "server_error" else message)
     structured = result.structured_content or {}
     value = structured.get("result", text) if isinstance(structured, dict) else text
-    if tool == "search":
-        try:
-            return _result(tool, args, value if isinstance(value, list) else json.loads(text))
-        except (TypeError, ValueError):
-            return ToolResult(tool, args, "server_error", error="malformed search results from the server")
-    return _result(tool, args, value)
+    try:
+        if tool == "search" and not isinstance(value, list):
+            value = json.loads(text)
+        return _result(tool, args, value)
+    except ValueError as e:  # MalformedResult, or JSON that does not parse
+        return ToolResult(tool, args, "server_error", error=f"malformed {tool} result from the server ({e})")
 
 
 # ---------------------------------------------------------------------------------------- sharing

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .backends import MAX_K, Hit, SearchBackend, ToolInputError, check_k, check_query
+from .backends import MAX_K, Hit, SearchBackend, ToolInputError, check_k, check_query, check_url, cut_page
 
 SERVER_NAME = "llm-marl-search"
 """The MCP server's name: what workers write in `<server_name>`."""
@@ -95,20 +95,50 @@ def check_arguments(tool: str, arguments: Any) -> dict[str, Any]:
     missing = [p for p in schema["required"] if p not in arguments]
     if missing:
         raise ToolInputError(f"missing required argument(s) {', '.join(missing)} for tool {tool}")
-    extra = sorted(set(arguments) - set(schema["properties"]))
+    extra = sorted(set(arguments) - set(schema["properties"]), key=ascii)
     if extra:
-        raise ToolInputError(f"unknown argument(s) {', '.join(extra)} for tool {tool}")
+        raise ToolInputError(f"unknown argument(s) {', '.join(map(ascii, extra))} for tool {tool}")
     if tool == "search":
         return {"query": check_query(arguments["query"]), "k": check_k(arguments.get("k", DEFAULT_K))}
-    url = arguments["url"]
-    if not isinstance(url, str) or not url.strip():
-        raise ToolInputError("url must be a non-empty string")
-    return {"url": url.strip()}
+    return {"url": check_url(arguments["url"])}
+
+
+class MalformedResult(ValueError):
+    """A backend answered something other than what the tool promises: the backend's fault, never
+    the agent's (a server_error result, never an exception out of `env.step`)."""
+
+
+def _text(value: str) -> str:
+    # Pages from the web may hold lone surrogates; they could not be sent on, nor tokenized.
+    return value.encode("utf-8", "replace").decode("utf-8")
+
+
+def check_hits(value: Any, k: int = MAX_K) -> list[Hit]:
+    """A search backend's answer as at most `k` hits; MalformedResult unless it is a list of hits
+    or of {title, url, snippet} records with string fields and a URL."""
+    if not isinstance(value, list):
+        raise MalformedResult(f"search results must be a list, got {type(value).__name__}")
+    hits = []
+    for row in value[:k]:
+        fields = (row.title, row.url, row.snippet) if isinstance(row, Hit) else (
+            tuple(row.get(name) for name in ("title", "url", "snippet")) if isinstance(row, dict) else None)
+        if fields is None or not all(isinstance(f, str) for f in fields) or not fields[1].strip():
+            raise MalformedResult("each search result needs string title, url and snippet fields and a non-empty url")
+        hits.append(Hit(*map(_text, fields)))
+    return hits
+
+
+def check_page(value: Any) -> str:
+    """A fetch backend's answer as page text; MalformedResult unless it is a string."""
+    if not isinstance(value, str):
+        raise MalformedResult(f"a fetched page must be text, got {type(value).__name__}")
+    return cut_page(_text(value))
 
 
 def run_tool(backend: SearchBackend, tool: str, arguments: dict[str, Any]) -> list[Hit] | str:
-    """Execute one call on a backend (ToolInputError for the agent's mistakes)."""
+    """Execute one call on a backend (ToolInputError for the agent's mistakes, MalformedResult for
+    the backend's)."""
     args = check_arguments(tool, arguments)
     if tool == "search":
-        return backend.search(args["query"], args["k"])
-    return backend.fetch(args["url"])
+        return check_hits(backend.search(args["query"], args["k"]), args["k"])
+    return check_page(backend.fetch(args["url"]))

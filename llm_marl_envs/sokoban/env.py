@@ -2,7 +2,7 @@
 
 | | |
 |---|---|
-| Creation | `llm_marl_envs.sokoban_v0.env()` / `pettingzoo.make("aec", "llm_marl/Sokoban-v0")` |
+| Creation | `llm_marl_envs.sokoban_v1.env()` / `pettingzoo.make("aec", "llm_marl/Sokoban-v1")` |
 | Agents | `tool`, `planner` (mode "mas"); `planner` alone (mode "planner"); `tool` alone (mode "tool") |
 | Turn order | tool, planner, tool, planner, ... for up to `max_turns` turns |
 | Observation | `{"messages": [chat in OpenAI format], "turn": int}`; the task shows the current board |
@@ -49,18 +49,18 @@ b_k of them on goals, and ψ = −Σ_boxes min_goal Manhattan distance:
 | term | who | value | coefficient |
 |---|---|---|---|
 | r_team | both | 1 when every box is on a goal, else b_k / B | λ = 0.40 |
-| fmt | planner | answer parses as a list of U/D/L/R | 0.10 |
+| fmt | planner | answer parses as a non-empty list of U/D/L/R | 0.10 |
 | leg | planner | at least one move, and every move is legal (in bounds, not into a wall, pushes OK) | 0.45 |
 | dlk | planner | no applied move pushes a box into a static deadlock (DeadlockFree) | 0.45 |
-| fmt | tool | printed output parses as an action list | 0.10 |
+| fmt | tool | printed output parses as a non-empty action list | 0.10 |
 | exec | tool | program ran and its list makes no illegal move (and advances) | 0.30 |
 | pot | tool | ψ after the list ≥ ψ before | 0.60 |
 
 Masks: the planner's is 1 (grid and deadlock checks always available); the tool's is 1 when its
 program ran (execution logs exist), else 0. Interpretations, the same as Plan-Path's: the paper
 scores one action per turn; answers here are move lists, so `leg` and `dlk` must hold for every
-applied move. An empty list takes no step, so it earns no `leg` (otherwise doing nothing would earn
-the whole local reward). Static deadlock = a box off the goals in a corner, or on a dead square (a
+applied move. An empty list `[]` takes no action, so it is a format error for both roles (A.1.5:
+s_fmt = 1{a_k in {U,D,L,R}}; otherwise doing nothing would earn fmt and dlk, or fmt and pot). Static deadlock = a box off the goals in a corner, or on a dead square (a
 cell from which no sequence of pushes reaches a goal); this extends the paper's corner test with
 the standard wall-line check. The team term is the level at turn k, so an unparsable answer still
 earns b_k / B of the unchanged board. The tool's proposal is simulated from the current board
@@ -71,7 +71,10 @@ Termination: the planner's list leaves every box on a goal (terminated, `success
 truncation after `max_turns` turns. `infos[agent]` holds the breakdown, `parse_error`, `turn` and
 `success`.
 
-Version history: v0 initial release.
+Version history:
+- v1: an empty action list (`#### []`, or a tool program printing `[]`) is a format error; in v0 it
+  parsed and earned local 0.55 (planner: fmt, dlk) and 0.70 (tool: fmt, pot).
+- v0: initial release.
 """
 
 from __future__ import annotations
@@ -117,7 +120,7 @@ def tool_terms(before: State, sim: Simulation) -> dict[str, float]:
 
 
 class raw_env(MoveListAnswers, ToolPlannerEnv):
-    metadata = {"render_modes": ["human", "ansi"], "name": "sokoban_v0", "is_parallelizable": False}
+    metadata = {"render_modes": ["human", "ansi"], "name": "sokoban_v1", "is_parallelizable": False}
     instance_namespace = "sokoban"
     prompts = prompts
 

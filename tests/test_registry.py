@@ -1,0 +1,52 @@
+"""The environment registry on its own: it imports what it uses, and names resolve to the current versions."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import llm_marl_envs
+from llm_marl_envs import registry
+
+ROOT = Path(llm_marl_envs.__file__).resolve().parent.parent
+
+
+def test_registry_works_in_a_clean_interpreter():
+    """`importlib.util` is a submodule: `import importlib` alone does not load it. In a clean
+    interpreter (-I -S: no site hooks that happen to import it) the registry must still list the
+    environments. The package's own __init__ (which imports PettingZoo) is stubbed out so that
+    nothing else loads importlib.util first."""
+    program = (
+        "import sys, types\n"
+        f"root = {str(ROOT)!r}\n"
+        "sys.path.insert(0, root)\n"
+        "package = types.ModuleType('llm_marl_envs')\n"
+        "package.__path__ = [root + '/llm_marl_envs']\n"
+        "sys.modules['llm_marl_envs'] = package\n"
+        "assert 'importlib.util' not in sys.modules, 'not a clean interpreter'\n"
+        "from llm_marl_envs import registry\n"
+        "print(','.join(sorted(registry.available())))\n"
+    )
+    done = subprocess.run([sys.executable, "-I", "-S", "-c", program], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == ",".join(sorted(registry.ENVS))
+
+
+@pytest.mark.parametrize("name", sorted(registry.ENVS))
+def test_short_names_module_names_and_ids_resolve_to_one_entry(name):
+    entry = registry.get(name)
+    assert registry.get(entry.module) is entry and registry.get(entry.pz_id) is entry
+    assert entry.module.startswith(f"{name}_v") and entry.pz_id.endswith(entry.module.rsplit("_v", 1)[1])
+    assert entry.load().raw_env.metadata["name"] == entry.module
+
+
+@pytest.mark.parametrize("old,current", [("plan_path_v0", "plan_path_v1"), ("llm_marl/Sokoban-v0", "llm_marl/Sokoban-v1"),
+                                         ("mass_v0", "mass_v1"), ("llm_marl/DeepSearch-v0", "deep_search_v1")])
+def test_an_older_version_names_the_current_one(old, current):
+    with pytest.raises(ValueError, match=f"not this release's version.*{current}"):
+        registry.get(old)
+    with pytest.raises(ValueError, match="unknown environment"):
+        registry.get("chess_v0")
