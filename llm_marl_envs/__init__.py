@@ -11,6 +11,7 @@ PettingZoo (`pettingzoo.make("aec", "llm_marl/PlanPath-v1")`). No torch or LLM i
 from __future__ import annotations
 
 import importlib
+import warnings
 from typing import Any
 
 from . import registry
@@ -24,6 +25,12 @@ _MODULES = {e.module for e in ENVS.values()}
 def __getattr__(name: str) -> Any:
     if name in _MODULES:
         return importlib.import_module(f"{__name__}.{name}")
+    entry = registry.replacement(name)
+    if entry is not None:
+        # Code written against an older version keeps running, on the current version, and is told so.
+        warnings.warn(f"llm_marl_envs.{name} was replaced by llm_marl_envs.{entry.module} and now returns it; "
+                      f"what changed is in its Version History (help(llm_marl_envs.{entry.module}))", FutureWarning, stacklevel=2)
+        return importlib.import_module(f"{__name__}.{entry.module}")
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

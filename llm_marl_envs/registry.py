@@ -82,6 +82,15 @@ def get(name: str) -> EnvEntry:
     raise ValueError(f"unknown environment {name!r}; available: {', '.join(ENVS)} (see `llm-marl envs`)")
 
 
+def replacement(module: str) -> EnvEntry | None:
+    """The entry whose current module replaced an older version's module name (`sokoban_v0` -> sokoban_v1)."""
+    name, sep, version = module.rpartition("_v")
+    for entry in ENVS.values():
+        if sep and name == entry.name and version.isdigit() and int(version) < int(entry.module.rpartition("_v")[2]):
+            return entry
+    return None
+
+
 def available() -> dict[str, EnvEntry]:
     """Entries whose module is present in this installation."""
     return {n: e for n, e in ENVS.items() if importlib.util.find_spec(f"llm_marl_envs.{e.module}") is not None}

@@ -50,3 +50,19 @@ def test_an_older_version_names_the_current_one(old, current):
         registry.get(old)
     with pytest.raises(ValueError, match="unknown environment"):
         registry.get("chess_v0")
+
+
+def test_an_older_module_name_returns_the_current_version_with_a_warning():
+    """`llm_marl_envs.sokoban_v0.env()` keeps working after the v1 bump, and says what happened."""
+    import llm_marl_envs
+
+    with pytest.warns(FutureWarning, match=r"sokoban_v0 was replaced by llm_marl_envs\.sokoban_v1"):
+        module = llm_marl_envs.sokoban_v0
+    assert module is llm_marl_envs.sokoban_v1
+    env = module.env()
+    env.reset(seed=0)
+    assert env.unwrapped.metadata["name"] == "sokoban_v1"
+    with pytest.raises(AttributeError):
+        llm_marl_envs.sokoban_v7
+    with pytest.raises(AttributeError):
+        llm_marl_envs.sudoku_v0_extra
