@@ -233,3 +233,57 @@ def test_collate_pads_and_segments_by_episode():
     assert batch["response_mask"].sum(dim=1).tolist() == lengths
     assert batch["segment_ids"].tolist() == [0, 1, 1]
     assert collate(out.samples)["segment_ids"].tolist() == [0, 1, 2]
+
+
+# ---------------------------------------------------------------------------- a reply that breaks the environment
+def _fragile_plan_path(**kwargs):
+    """Plan-Path whose step raises on one reply, as an environment with a bug would."""
+    from llm_marl_envs.plan_path.env import raw_env
+
+    class Fragile(raw_env):
+        def _play(self, agent, reply):
+            if "POISON" in reply:
+                raise RecursionError("maximum recursion depth exceeded")
+            return super()._play(agent, reply)
+
+    return Fragile(**kwargs)
+
+
+def test_a_tree_rollout_with_one_poisoned_candidate_completes():
+    """One of K tool candidates makes the environment raise: that candidate is penalised and its fork
+    dropped, another continues, and every other task plays to the end (issue 11, finding 6)."""
+    from agents.oracle import make_oracle
+    from llm_marl.rollout import Task, tree
+    from llm_marl.rollout.driver import ENV_ERROR_PENALTY
+
+    quick = {"height": 4, "width": 4, "wall_density": 0.15, "min_path_length": 2, "max_path_length": 4, "max_turns": 2}
+    tasks = [Task(f"t{i}", lambda: _fragile_plan_path(**quick), seed=i, options={"split": "train"}) for i in range(3)]
+    oracle = make_oracle("plan_path", program="answer")
+
+    def reply(request, k):
+        if request.tag.task_id == "t1" and request.tag.agent == "tool" and k == 0:
+            return "POISON"
+        return oracle.act(request.tag.agent, {"messages": request.messages})
+
+    out = rollout(tasks, tree(3), ScriptedEngine(reply), sampling=SamplingParams(seed=0))
+    poisoned = [s for s in out.samples if s.text == "POISON"]
+    assert len(poisoned) == 1 and poisoned[0].reward == ENV_ERROR_PENALTY and not poisoned[0].selected
+    assert poisoned[0].info["env_error"].startswith("RecursionError") and "environment error" in poisoned[0].info["parse_error"]
+    assert sorted(ep.task_id for ep in out.episodes) == ["t0", "t1", "t2"]
+    assert all(ep.success and ep.error is None for ep in out.episodes)
+    assert out.stats["env_errors"] == 0
+
+
+def test_a_line_of_play_whose_environment_raises_ends_and_the_others_go_on():
+    from llm_marl.rollout import Task
+
+    quick = {"height": 4, "width": 4, "wall_density": 0.15, "min_path_length": 2, "max_path_length": 4, "max_turns": 2}
+    tasks = [Task(f"t{i}", lambda: _fragile_plan_path(mode="planner", **quick), seed=i, options={"split": "train"})
+             for i in range(2)]
+    out = rollout(tasks, parallel(2), ScriptedEngine(lambda r, k: "POISON" if r.tag.episode_id == "t0/g1" else "#### [U]"),
+                  sampling=SamplingParams(seed=0))
+    broken = [ep for ep in out.episodes if ep.error]
+    assert [ep.episode_id for ep in broken] == ["t0/g1"] and broken[0].cut and broken[0].steps == 1
+    assert out.stats["env_errors"] == 1
+    assert {ep.episode_id for ep in out.episodes} == {"t0/g0", "t0/g1", "t1/g0", "t1/g1"}
+    assert all(ep.steps == 2 or ep.success for ep in out.episodes if not ep.error)

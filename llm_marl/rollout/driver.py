@@ -31,6 +31,11 @@ Sigma = Any
 """σ: a role->adapter mapping, a callable, an object with `adapter_for(role)`, or None (base model)."""
 
 
+ENV_ERROR_PENALTY = -1.0
+"""Reward of a reply whose step made the environment raise (the contract says it never does; if it does,
+that line of play ends there and its last reply gets this instead of a reward)."""
+
+
 @dataclass(frozen=True)
 class Task:
     """One task instance: how to build its environment and how to reset it."""
@@ -128,7 +133,7 @@ class _Recorder:
         self.decisions = 0
 
     def finish(self, branch: Branch, cut: bool) -> Episode:
-        infos = {**branch.infos, **copy.deepcopy(dict(branch.env.infos))}
+        infos = dict(branch.infos) if branch.error else {**branch.infos, **copy.deepcopy(dict(branch.env.infos))}
         returns = {a: 0.0 for a in branch.env.possible_agents}
         for sid in branch.path:
             s = self.samples[sid]
@@ -136,7 +141,7 @@ class _Recorder:
         self.episodes.append(Episode(
             episode_id=branch.episode_id, task_id=branch.task.task_id, sample_ids=list(branch.path),
             final_infos=infos, returns=returns, success=any(bool(i.get("success")) for i in infos.values()),
-            steps=branch.steps, cut=cut, counterfactual=branch.counterfactual,
+            steps=branch.steps, cut=cut, error=branch.error, counterfactual=branch.counterfactual,
         ))
         return self.episodes[-1]
 
@@ -186,9 +191,16 @@ class Turn:
         if env.agent_selection != self.agent:
             raise RuntimeError(f"expected {self.agent!r} to act, the environment selects {env.agent_selection!r}")
         reply = self.replies[index]
-        env.step(reply.text)
-        # Read the breakdown right after this reply's step, before any other agent moves.
-        info = copy.deepcopy(dict(env.infos.get(self.agent, {})))
+        try:
+            env.step(reply.text)
+            # Read the breakdown right after this reply's step, before any other agent moves.
+            info = copy.deepcopy(dict(env.infos.get(self.agent, {})))
+            reward = float(env.rewards.get(self.agent, info.get("reward", 0.0)))
+        except Exception as exc:  # noqa: BLE001 -- an environment bug must cost one line of play, not the rollout
+            child.error = f"{type(exc).__name__}: {str(exc)[:300]}"
+            reward = ENV_ERROR_PENALTY
+            info = {"reward": reward, "team_reward": 0.0, "local_reward": 0.0, "local_terms": {}, "mask": 1.0,
+                    "penalty": ENV_ERROR_PENALTY, "parse_error": f"environment error: {child.error}", "env_error": child.error}
         sample = Sample(
             sample_id=len(self._rec.samples), task_id=parent.task.task_id, episode_id=child.episode_id,
             decision_id=self.decision_id, candidate=index, role=self.agent,
@@ -196,14 +208,15 @@ class Turn:
             messages=self.messages, text=reply.text,
             prompt_ids=list(self.prompt_ids) if reply.sampled else [], response_ids=list(reply.token_ids),
             old_logprobs=list(reply.logprobs), finish_reason=reply.finish_reason,
-            reward=float(env.rewards.get(self.agent, info.get("reward", 0.0))), info=info,
+            reward=reward, info=info,
             trainable=reply.sampled and child.counterfactual is None,
         )
         self._rec.samples.append(sample)
         child.path.append(sample.sample_id)
         child.steps += 1
-        child.infos.update(copy.deepcopy(dict(env.infos)))
-        _settle(env)
+        if child.error is None:
+            child.infos.update(copy.deepcopy(dict(env.infos)))
+            _settle(env)
         return Outcome(branch=child, sample=sample)
 
 
@@ -243,8 +256,8 @@ def rollout(tasks: list[Task], plan: SamplingPlan, engine: Engine, sigma: Sigma 
         queue = list(live)
         while queue:
             branch = queue.pop(0)
-            if is_done(branch.env) or branch.steps >= max_steps:
-                episode = rec.finish(branch, cut=not is_done(branch.env))
+            if branch.error is not None or is_done(branch.env) or branch.steps >= max_steps:
+                episode = rec.finish(branch, cut=branch.error is not None or not is_done(branch.env))
                 queue.extend(plan.finished(branch, episode))  # replays join this very wave
                 continue
             agent = branch.env.agent_selection
@@ -292,5 +305,6 @@ def rollout(tasks: list[Task], plan: SamplingPlan, engine: Engine, sigma: Sigma 
     stats["samples"] = len(rec.samples)
     stats["episodes"] = len(rec.episodes)
     stats["cut_episodes"] = sum(ep.cut for ep in rec.episodes)
+    stats["env_errors"] = sum(ep.error is not None for ep in rec.episodes)
     stats["counterfactual_episodes"] = sum(ep.counterfactual is not None for ep in rec.episodes)
     return Rollout(samples=rec.samples, episodes=rec.episodes, stats=stats)

@@ -48,6 +48,9 @@ class Branch:
     snapshots: dict[str, Branch] = field(default_factory=dict)
     """Untouched copies of this line of play just before an agent's first turn (kept by replay plans);
     shared, never stepped, by forks."""
+    error: str | None = None
+    """Set when the environment raised while stepping this line (a broken contract): the line ends
+    there, its last reply penalised, and the rest of the rollout goes on."""
 
 
 @dataclass(frozen=True)
@@ -147,7 +150,8 @@ class Tree(SamplingPlan):
     def expand(self, turn: Turn) -> list[Branch]:
         outcomes = [turn.step(c, fork=True) for c in range(len(turn.replies))]
         scores = [float(self.score(o.sample)) for o in outcomes]
-        best = max(range(len(scores)), key=lambda c: (scores[c], -c))
+        # A candidate whose step broke the environment is never the one that continues, if another is left.
+        best = max(range(len(scores)), key=lambda c: (outcomes[c].branch.error is None, scores[c], -c))
         for c, o in enumerate(outcomes):
             o.sample.selected = c == best
         return [outcomes[best].branch]

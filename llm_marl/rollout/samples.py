@@ -80,6 +80,8 @@ class Episode:
     steps: int
     cut: bool = False
     """True when the driver stopped it at `max_steps` before the environment ended it."""
+    error: str | None = None
+    """The environment error that ended this line of play early (see `Branch.error`), else None."""
     counterfactual: Any = None
     """For a replay (`llm_marl.rollout.replay`): the `Counterfactual` it plays; None for a real episode."""
 
