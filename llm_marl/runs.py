@@ -9,8 +9,13 @@
         adapters/                        the final adapters (PEFT format)
 
 A checkpoint is written into a temporary folder and renamed into place, and LATEST is replaced
-atomically after it, so a run killed at any instant resumes from a complete checkpoint. On resume,
-metrics and trajectories of steps after that checkpoint are dropped, so no step is lost or repeated.
+atomically after it, so a run killed at any instant resumes from a complete checkpoint. LATEST is only
+a hint: `--resume` takes the newest checkpoint that loads (a garbled LATEST, a deleted or corrupt newest
+checkpoint fall back to the one before, and say so). Metrics and trajectories of the steps after it are
+moved to `superseded/<time>/` (never deleted: the resuming process did not write them), so no step is
+lost or counted twice. Pruning keeps the two newest checkpoints up to the current step and never
+touches a newer one. A damaged run directory ends in one line naming the file and the fix
+(`RunDirError`).
 """
 
 from __future__ import annotations
@@ -20,7 +25,14 @@ import os
 import shutil
 import time
 from pathlib import Path
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+class RunDirError(ValueError):
+    """A run directory that cannot be used as it is; the message names the file and the fix."""
 
 
 def _atomic_write_text(path: Path, text: str) -> None:
@@ -42,16 +54,30 @@ class RunDir:
         stamp = time.strftime("%Y%m%d-%H%M%S")
         run = cls(Path(root) / (name or f"{env}__{algo}__{seed}__{stamp}"))
         if run.path.exists() and any(run.path.iterdir()):
-            raise ValueError(f"run directory {run.path} already exists; pass --resume {run.path} to continue it or choose another --run-name")
-        for sub in ("trajectories", "checkpoints", "adapters"):
-            (run.path / sub).mkdir(parents=True, exist_ok=True)
+            raise RunDirError(f"run directory {run.path} already exists; pass --resume {run.path} to continue it or choose another --run-name")
+        try:
+            for sub in ("trajectories", "checkpoints", "adapters"):
+                (run.path / sub).mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise RunDirError(f"cannot create the run directory {run.path} ({exc.strerror or exc}): pass a writable --out-dir") from None
         return run
+
+    @staticmethod
+    def check_root(root: str | Path) -> None:
+        """Raise RunDirError unless run directories can be created under `root` (checked before a model
+        loads, so a bad --out-dir fails at once and leaves nothing behind)."""
+        path = Path(root).absolute()
+        while not path.exists():
+            path = path.parent
+        if not path.is_dir() or not os.access(path, os.W_OK | os.X_OK):
+            raise RunDirError(f"cannot create run directories under {root} ({path} is "
+                              f"{'not a directory' if not path.is_dir() else 'not writable'}): pass a writable --out-dir")
 
     @classmethod
     def open(cls, path: str | Path) -> RunDir:
         run = cls(path)
         if not (run.path / "config.json").is_file():
-            raise ValueError(f"{run.path} is not a run directory (no config.json); pass the folder printed when the run started")
+            raise RunDirError(f"{run.path} is not a run directory (no config.json); pass the folder printed when the run started")
         return run
 
     # ------------------------------------------------------------------ config
@@ -59,7 +85,15 @@ class RunDir:
         _atomic_write_text(self.path / "config.json", json.dumps(config, indent=2, sort_keys=True, default=str) + "\n")
 
     def load_config(self) -> dict[str, Any]:
-        return json.loads((self.path / "config.json").read_text())
+        path = self.path / "config.json"
+        try:
+            config = json.loads(path.read_text())
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise RunDirError(f"{path} is damaged ({exc}): restore it (a copy of any run's config.json with this run's "
+                              "settings works) or start a new run") from None
+        if not isinstance(config, dict):
+            raise RunDirError(f"{path} is not a run configuration (a JSON object): restore it or start a new run")
+        return config
 
     # ------------------------------------------------------------------ logs
     def log_metrics(self, step: int, metrics: dict[str, Any]) -> None:
@@ -69,10 +103,24 @@ class RunDir:
             os.fsync(f.fileno())
 
     def metrics(self) -> list[dict[str, Any]]:
+        """Every logged step. A torn last line (a kill in the middle of a write) is not a step; a damaged
+        line before it is a RunDirError."""
         path = self.path / "metrics.jsonl"
         if not path.exists():
             return []
-        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        lines = [line for line in path.read_text(errors="replace").splitlines() if line.strip()]
+        out = []
+        for number, line in enumerate(lines, 1):
+            try:
+                record = json.loads(line)
+                if not isinstance(record, dict) or not isinstance(record.get("step"), int):
+                    raise ValueError("no integer 'step'")
+            except ValueError as exc:
+                if number == len(lines):
+                    break  # torn by a kill: that step was not completed
+                raise RunDirError(f"{path}:{number} is damaged ({exc}): delete that line, or the steps from it on") from None
+            out.append(record)
+        return out
 
     def write_trajectories(self, step: int, records: list[dict[str, Any]]) -> None:
         lines = "".join(json.dumps(r, default=str) + "\n" for r in records)
@@ -94,25 +142,66 @@ class RunDir:
         shutil.rmtree(final, ignore_errors=True)
         os.replace(tmp, final)
         _atomic_write_text(self.path / "checkpoints" / "LATEST", final.name + "\n")
-        complete = sorted(p for p in (self.path / "checkpoints").glob("step_*") if p.is_dir())
-        for old in complete[:-keep]:
-            shutil.rmtree(old, ignore_errors=True)
+        # Keep the `keep` newest up to this step; a newer one (left by a run that resumed from an older,
+        # valid checkpoint) is never pruned here.
+        older = [s for s, _ in self.checkpoints() if s <= step]
+        for old in older[keep:]:
+            shutil.rmtree(self.checkpoint_dir(old), ignore_errors=True)
         return final
 
-    def latest_checkpoint(self) -> tuple[int, Path] | None:
-        marker = self.path / "checkpoints" / "LATEST"
-        if not marker.exists():
-            return None
-        name = marker.read_text().strip()
-        path = self.path / "checkpoints" / name
-        if not path.is_dir():
-            return None
-        return int(name.split("_")[1]), path
+    def checkpoints(self) -> list[tuple[int, Path]]:
+        """Committed checkpoints, newest first (a killed write leaves only a `.tmp_` folder, never listed)."""
+        found = []
+        for path in (self.path / "checkpoints").glob("step_*"):
+            number = path.name.removeprefix("step_")
+            if path.is_dir() and number.isdigit():
+                found.append((int(number), path))
+        return sorted(found, reverse=True)
 
-    def truncate_after(self, step: int) -> None:
-        """Drop metrics and trajectories of steps after `step` (they are redone on resume)."""
-        kept = [m for m in self.metrics() if m["step"] <= step]
-        _atomic_write_text(self.path / "metrics.jsonl", "".join(json.dumps(m, default=float) + "\n" for m in kept))
-        for traj in (self.path / "trajectories").glob("step_*.jsonl"):
-            if int(traj.stem.split("_")[1]) > step:
-                traj.unlink()
+    def latest_checkpoint(self) -> tuple[int, Path] | None:
+        """The newest committed checkpoint, whatever LATEST says (it is only a hint)."""
+        found = self.checkpoints()
+        return found[0] if found else None
+
+    def resume_point(self, load: Callable[[Path], T], log: Callable[[str], None] = print) -> tuple[int, Path, T] | None:
+        """The newest checkpoint that `load` accepts: (step, path, what load returned).
+
+        Newer checkpoints that fail to load are reported through `log` and skipped. None when there is
+        no checkpoint at all; a RunDirError naming the fix when there are some and none loads.
+        """
+        marker = self.path / "checkpoints" / "LATEST"
+        hint = marker.read_text(errors="replace").strip() if marker.exists() else ""
+        problems = []
+        for step, path in self.checkpoints():
+            try:
+                loaded = load(path)
+            except Exception as exc:  # noqa: BLE001 -- any damage makes this checkpoint unusable; try the one before
+                problems.append(f"{path.name}: {type(exc).__name__}: {str(exc)[:200]}")
+                log(f"checkpoint {path.name} cannot be loaded ({problems[-1]}); trying an older one")
+                continue
+            if hint != path.name:
+                log(f"checkpoints/LATEST says {hint or '(nothing)'!r}; resuming from the newest checkpoint that loads, {path.name}")
+            return step, path, loaded
+        if problems:
+            raise RunDirError(f"no checkpoint of {self.path} loads ({'; '.join(problems)}): move the damaged checkpoints "
+                              "out of checkpoints/ to start over from step 1, or start a new run")
+        return None
+
+    def truncate_after(self, step: int) -> Path | None:
+        """Set aside metrics and trajectories of steps after `step` (they are redone on resume): they move
+        to `superseded/<time>/`, which is returned (None when there was nothing to move)."""
+        history = self.metrics()
+        kept = [m for m in history if m["step"] <= step]
+        later = [p for p in (self.path / "trajectories").glob("step_*.jsonl") if int(p.stem.split("_")[1]) > step]
+        metrics_file = self.path / "metrics.jsonl"
+        raw = metrics_file.read_text(errors="replace") if metrics_file.exists() else ""
+        rewritten = "".join(json.dumps(m, default=float) + "\n" for m in kept)
+        if not later and raw == rewritten:
+            return None
+        aside = self.path / "superseded" / time.strftime("%Y%m%d-%H%M%S")
+        aside.mkdir(parents=True, exist_ok=True)
+        (aside / "metrics.jsonl").write_text(raw)  # the file as it was, torn lines included
+        for path in later:
+            os.replace(path, aside / path.name)
+        _atomic_write_text(metrics_file, rewritten)
+        return aside

@@ -19,9 +19,12 @@ def chosen_algorithm(argv: Sequence[str]) -> str:
     pre.add_argument("--resume", default=None)
     known, _ = pre.parse_known_args(argv)
     if known.resume:
-        config = Path(known.resume) / "config.json"
-        if config.is_file():
-            return json.loads(config.read_text())["run"]["algo"]
+        try:
+            from llm_marl.runs import RunDir
+
+            return RunDir.open(known.resume).load_config()["run"]["algo"]
+        except (ValueError, KeyError, TypeError):
+            pass  # a missing or damaged run directory is reported (one line) when the command runs
     return known.algo
 
 
@@ -104,13 +107,25 @@ def cmd_train(args: argparse.Namespace) -> int:
         get_env(config.run.env)  # unknown env / variant / model errors surface before anything loads
         from llm_marl_envs.registry import make_raw
 
-        algorithm.check_env(make_raw(config.run.env, **config.env_kwargs()), config.algo)
+        probe = make_raw(config.run.env, **config.env_kwargs())
+        algorithm.check_env(probe, config.algo)
         from llm_marl.models import resolve_model
+        from llm_marl.policies import parse_policy
 
+        parse_policy(config.model.policy, probe.possible_agents)
+        if not args.resume:
+            from llm_marl.runs import RunDir
+
+            RunDir.check_root(config.run.out_dir)
         resolve_model(config.model.model)
     except (ValueError, TypeError) as exc:
         raise UserError(str(exc)) from None
-    run = train(config, resume=args.resume, log=lambda msg: print(msg, file=sys.stderr))
+    from llm_marl.runs import RunDirError
+
+    try:
+        run = train(config, resume=args.resume, log=lambda msg: print(msg, file=sys.stderr))
+    except RunDirError as exc:
+        raise UserError(str(exc)) from None
     metrics = run.metrics()
     print(json.dumps({"run_dir": str(run.path), "steps": len(metrics),
                       "last": {k: v for k, v in (metrics[-1] if metrics else {}).items() if k.startswith(("step", "reward/success", "credit/"))}}))
@@ -183,8 +198,12 @@ def load_policy(model: str, roles: list[str], policy: str = "shared", adapters: 
         manifest = Path(adapters) / MANIFEST
         if not manifest.is_file():
             raise FileNotFoundError(f"{manifest} not found: --adapters takes RUN_DIR/adapters or a checkpoint's adapters folder")
-        saved = json.loads(manifest.read_text())
-        lora = LoRAConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in saved["lora"].items()})
+        try:
+            saved = json.loads(manifest.read_text())
+            lora = LoRAConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in saved["lora"].items()})
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise ValueError(f"{manifest} is damaged ({type(exc).__name__}: {exc}); use a checkpoint's adapters folder "
+                             "(RUN_DIR/checkpoints/step_N/adapters) instead") from None
     loaded = PolicySet.from_pretrained(model, roles=roles, policy=policy, lora=lora, seed=seed)
     if adapters is not None:
         loaded.load(adapters)

@@ -298,6 +298,25 @@ def lr_lambda(optim: OptimConfig, total_steps: int):
     return factor
 
 
+# ---------------------------------------------------------------------------- checkpoints
+def read_checkpoint(path: Any, adapters: tuple[str, ...]) -> dict[str, Any]:
+    """A checkpoint's trainer state, after checking that all of it loads (adapters included), before
+    anything is applied. `weights_only=True`: a crafted run directory cannot run code."""
+    from safetensors.torch import load_file
+
+    from llm_marl.policies import MANIFEST
+
+    state = torch.load(path / TRAINER_STATE, weights_only=True, map_location="cpu")
+    for key in ("optimizers", "schedulers"):
+        missing = [a for a in adapters if a not in state.get(key, {})]
+        if missing:
+            raise ValueError(f"{TRAINER_STATE} has no {key} state for adapters {missing}")
+    manifest = json.loads((path / "adapters" / MANIFEST).read_text())
+    for name in manifest["adapters"]:
+        load_file(str(path / "adapters" / name / "adapter_model.safetensors"))
+    return state
+
+
 # ---------------------------------------------------------------------------- the loop
 def build_engine(config: TrainConfig, policy: Any) -> Any:
     from llm_marl.engines import make_engine
@@ -344,20 +363,21 @@ def train(config: TrainConfig, resume: str | None = None, log: Any = print,
     schedulers = {a: torch.optim.lr_scheduler.LambdaLR(opt, lr_lambda(config.optim, run_cfg.steps)) for a, opt in optimizers.items()}
 
     start = 1
-    checkpoint = run.latest_checkpoint() if resume else None
+    checkpoint = run.resume_point(lambda path: read_checkpoint(path, policy.adapters), log=log) if resume else None
     if checkpoint is not None:
-        done, path = checkpoint
+        done, path, state = checkpoint
         policy.load(path / "adapters")
-        state = torch.load(path / TRAINER_STATE, weights_only=False)
         for a in policy.adapters:
             optimizers[a].load_state_dict(state["optimizers"][a])
             schedulers[a].load_state_dict(state["schedulers"][a])
-        run.truncate_after(done)
         start = done + 1
         log(f"resuming {run.path} after step {done}")
     elif resume:
-        run.truncate_after(0)
         log(f"no checkpoint in {run.path}: starting it from step 1")
+    if resume:
+        aside = run.truncate_after(start - 1)
+        if aside is not None:
+            log(f"metrics and trajectories of steps after {start - 1} (to be redone) moved to {aside}")
 
     engine = build_engine(config, policy) if engine_factory is None else engine_factory(policy)
     own_logprobs = config.model.engine == "hf" and engine_factory is None

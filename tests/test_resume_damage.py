@@ -1,0 +1,136 @@
+"""`--resume` on a damaged run directory (issue 11, findings 13-14): it resumes from the newest checkpoint
+that loads, loses and repeats no step, deletes nothing it did not write, and ends in one line naming the
+fix when it cannot go on. Checkpoints load with `weights_only=True`."""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import shutil
+from pathlib import Path
+
+import pytest
+
+from llm_marl.cli import main
+
+QUICK = {"height": 3, "width": 3, "wall_density": 0.1, "min_path_length": 2, "max_path_length": 3, "max_turns": 1}
+ARGS = ["--algo", "at-grpo", "--env", "plan_path", *(f"--env-arg={k}={v}" for k, v in QUICK.items()), "--model", "tiny-random",
+        "--K", "2", "--max-new-tokens", "6", "--lora-r", "4", "--lora-alpha", "8", "--no-progress"]
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory) -> Path:
+    """A 3-step run: checkpoints step_2 and step_3 (the two newest are kept)."""
+    out = tmp_path_factory.mktemp("runs")
+    assert main(["train", *ARGS, "--steps", "3", "--out-dir", str(out), "--run-name", "base"]) == 0
+    return out / "base"
+
+
+@pytest.fixture
+def run(finished, tmp_path) -> Path:
+    copy = tmp_path / "run"
+    shutil.copytree(finished, copy)
+    return copy
+
+
+def resume(run: Path, capsys, steps: int = 4) -> tuple[int, str]:
+    code = main(["train", "--resume", str(run), "--steps", str(steps), "--no-progress"])
+    return code, capsys.readouterr().err
+
+
+def steps_logged(run: Path) -> list[int]:
+    return [json.loads(line)["step"] for line in (run / "metrics.jsonl").read_text().splitlines()]
+
+
+def superseded(run: Path) -> list[int]:
+    return sorted(json.loads(line)["step"] for path in (run / "superseded").glob("*/metrics.jsonl")
+                  for line in path.read_text().splitlines() if line.strip().endswith("}"))
+
+
+@pytest.mark.parametrize("damage", ["garbled", "missing"])
+def test_latest_is_only_a_hint(run, capsys, damage):
+    marker = run / "checkpoints" / "LATEST"
+    marker.write_bytes(b"step_\x00\xff") if damage == "garbled" else marker.unlink()
+    code, err = resume(run, capsys)
+    assert code == 0 and "resuming from the newest checkpoint that loads, step_000003" in err
+    assert steps_logged(run) == [1, 2, 3, 4] and not (run / "superseded").exists()
+
+
+@pytest.mark.parametrize("damage", ["deleted", "trainer_state", "adapter_weights", "policy_set"])
+def test_a_damaged_newest_checkpoint_falls_back_to_the_one_before(run, capsys, damage):
+    newest = run / "checkpoints" / "step_000003"
+    if damage == "deleted":
+        shutil.rmtree(newest)
+    elif damage == "trainer_state":
+        (newest / "trainer_state.pt").write_bytes((newest / "trainer_state.pt").read_bytes()[:100])
+    elif damage == "adapter_weights":
+        weights = newest / "adapters" / "shared" / "adapter_model.safetensors"
+        weights.write_bytes(weights.read_bytes()[:-500])
+    else:
+        (newest / "adapters" / "policy_set.json").write_text('{"adapters": ["sha')
+    code, err = resume(run, capsys)
+    assert code == 0, err
+    if damage != "deleted":
+        assert "checkpoint step_000003 cannot be loaded" in err
+    assert "resuming" in err and "after step 2" in err
+    assert steps_logged(run) == [1, 2, 3, 4]  # step 3 redone once, nothing lost or repeated
+    assert superseded(run) == [1, 2, 3]  # the old metrics file is kept, not deleted
+    assert len(list((run / "superseded").glob("*/step_000003.jsonl"))) == 1  # and so are step 3's trajectories
+
+
+def test_a_torn_last_metrics_line_is_not_a_step(run, capsys):
+    with open(run / "metrics.jsonl", "a") as f:
+        f.write('{"step": 4, "reward/succ')  # killed while writing step 4's line
+    code, err = resume(run, capsys)
+    assert code == 0, err
+    assert steps_logged(run) == [1, 2, 3, 4]
+
+
+def test_no_checkpoint_that_loads_is_one_line_naming_the_fix(run, capsys):
+    for checkpoint in (run / "checkpoints").glob("step_*"):
+        (checkpoint / "trainer_state.pt").write_bytes(b"junk")
+    code, err = resume(run, capsys)
+    last = err.strip().splitlines()[-1]
+    assert code == 2 and last.startswith("llm-marl: error: no checkpoint of") and "move the damaged checkpoints" in last
+    assert "Traceback" not in err and steps_logged(run) == [1, 2, 3]  # nothing was deleted
+
+
+def test_a_garbled_config_is_one_line(run, capsys):
+    (run / "config.json").write_text('{"run": {"algo": "at-gr')
+    code, err = resume(run, capsys)
+    assert code == 2 and "config.json is damaged" in err and "Traceback" not in err
+
+
+class _Exploit:
+    def __reduce__(self):
+        return (os.system, ("touch pwned_by_checkpoint",))
+
+
+def test_a_crafted_checkpoint_cannot_run_code(run, capsys, monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    (run / "checkpoints" / "step_000003" / "trainer_state.pt").write_bytes(pickle.dumps({"optimizers": _Exploit()}))
+    code, err = resume(run, capsys)
+    assert not (tmp_path / "pwned_by_checkpoint").exists()
+    assert code == 0 and "checkpoint step_000003 cannot be loaded" in err and "after step 2" in err
+
+
+def test_bad_policy_and_unwritable_out_dir_are_one_line_and_leave_nothing(tmp_path, capsys):
+    assert main(["train", *ARGS, "--policy", "tool=a,wizard=b", "--out-dir", str(tmp_path), "--run-name", "p"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--policy" in err and "wizard" in err and not (tmp_path / "p").exists()
+    blocker = tmp_path / "a_file"  # nobody, root included, can create a directory under a regular file
+    blocker.write_text("")
+    assert main(["train", *ARGS, "--out-dir", str(blocker / "runs")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "pass a writable --out-dir" in err
+
+
+def test_eval_with_a_damaged_policy_set_is_one_line(finished, tmp_path, capsys):
+    adapters = tmp_path / "adapters"
+    shutil.copytree(finished / "adapters", adapters)
+    (adapters / "policy_set.json").write_text("{")
+    assert main(["eval", "--env", "plan_path", "--model", "tiny-random", "--adapters", str(adapters), "--n", "1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("llm-marl: error:") and "policy_set.json is damaged" in err[-1]
+    assert not any("Traceback" in line for line in err)
