@@ -446,7 +446,11 @@ def train(config: TrainConfig, resume: str | None = None, log: Any = print,
     summary = write_summary(run, list(policy.adapters))
     for line in summary_lines(summary):
         log(line)
-    log(f"done: metrics in {run.path / 'metrics.jsonl'}, adapters in {run.path / 'adapters'}, summary in {run.path / SUMMARY}")
+    from llm_marl.plots import learning_curve
+
+    curve = learning_curve(run.path)
+    log(f"done: metrics in {run.path / 'metrics.jsonl'}, learning curve in {curve}, adapters in {run.path / 'adapters'}, "
+        f"summary in {run.path / SUMMARY}")
     return run
 
 
