@@ -6,6 +6,10 @@ recorded through the environment's own text interface as chat transcripts.
 
 Each record is one reply: the observation the role saw, then the oracle's reply as the assistant
 message, in the JSONL format `llm-marl sft --data` reads (TRL's conversational format plus `agent`).
+
+With `noise` > 0, each reply is the random agent's instead, with that probability, and is not
+recorded: the oracle's later replies then show how to recover from a teammate's mistake (a Plan-Path
+planner overriding a wrong proposal), which an all-oracle team never shows.
 """
 
 from __future__ import annotations
@@ -17,23 +21,35 @@ from .oracle import make_oracle
 
 
 def oracle_demonstrations(env_name: str, episodes: int, *, split: str = "train", seed: int = 0,
-                          env_kwargs: Mapping[str, Any] | None = None,
-                          oracle_options: Mapping[str, Any] | None = None) -> Iterator[dict[str, Any]]:
-    """Play instances seed..seed+episodes-1 of `split` with the oracle; yield one transcript per reply."""
+                          env_kwargs: Mapping[str, Any] | None = None, oracle_options: Mapping[str, Any] | None = None,
+                          noise: float = 0.0) -> Iterator[dict[str, Any]]:
+    """Play instances seed..seed+episodes-1 of `split` with the oracle (each reply the random agent's
+    with probability `noise`); yield one transcript per oracle reply."""
+    import numpy as np
+
     from llm_marl_envs.registry import make_raw
+
+    from .random_agent import RandomAgent
 
     if episodes < 1:
         raise ValueError(f"episodes must be >= 1, got {episodes}")
+    if not 0.0 <= noise < 1.0:
+        raise ValueError(f"noise must be in [0, 1), got {noise}")
     oracle = make_oracle(env_name, **dict(oracle_options or {}))
     env = make_raw(env_name, **dict(env_kwargs or {}))
     for instance in range(seed, seed + episodes):
         env.reset(seed=instance, options={"split": split})
         oracle.reset(instance)
+        rng = np.random.default_rng([seed, instance])
+        teammate = RandomAgent(env_name, int(rng.integers(2**31)))
         for role in env.agent_iter(10_000):
             if env.terminations[role] or env.truncations[role]:
                 env.step(None)
                 continue
             observation = env.observe(role)
+            if noise and rng.random() < noise:
+                env.step(teammate.act(role, observation))
+                continue
             reply = oracle.act(role, observation)
             env.step(reply)
             yield {"agent": role, "messages": [*observation["messages"], {"role": "assistant", "content": reply}],

@@ -42,6 +42,7 @@ class SFTConfig:
     env_args: dict = opt({}, "environment option KEY=VALUE (repeatable); unset: the quick configuration `train` uses", flag="--env-arg")
     demos: int = opt(32, "oracle episodes of the train split to learn from (instances seed..seed+demos-1); each reply is one example")
     oracle_args: dict = opt({}, "option of the environment's oracle KEY=VALUE (repeatable), e.g. program=answer for Plan-Path", flag="--oracle-arg")
+    demo_noise: float = opt(0.0, "probability that a demonstration reply is a random agent's instead (not learned from): the oracle then shows how to recover from a teammate's mistakes")
     data: str = opt("", "a JSONL file of chat transcripts to learn from instead of oracle demonstrations")
     heldout_demos: int = opt(8, "oracle episodes of the val split whose replies measure the held-out NLL before and after (0 = none)")
     epochs: int = opt(2, "passes over the examples")
@@ -56,6 +57,8 @@ class SFTConfig:
     def __post_init__(self) -> None:
         if self.demos < 1 and not self.data:
             raise ValueError(f"--demos must be >= 1 (or pass --data), got {self.demos}")
+        if not 0.0 <= self.demo_noise < 1.0:
+            raise ValueError(f"--demo-noise must be in [0, 1), got {self.demo_noise}")
         if self.epochs < 1 or self.batch_size < 1 or self.lr <= 0 or self.heldout_demos < 0:
             raise ValueError("--epochs and --batch-size must be >= 1, --lr > 0 and --heldout-demos >= 0")
 

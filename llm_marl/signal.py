@@ -77,7 +77,7 @@ def postfix(metrics: dict[str, float]) -> dict[str, str]:
     rewards = {k.rsplit("/", 1)[1]: v for k, v in metrics.items() if k.startswith("reward/reward/")}
     fields = {"success": f"{metrics.get('reward/success_rate', 0.0):.2f}"}
     fields.update({f"r_{role}": f"{value:.2f}" for role, value in sorted(rewards.items())})
-    fields["signal"] = f"{varied}/{groups} groups" if varied else "NONE"
+    fields["signal"] = f"{varied}/{groups}" if varied else "NONE"
     return fields
 
 

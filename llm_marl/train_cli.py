@@ -158,10 +158,10 @@ def _sft_transcripts(config: Any) -> tuple[list[dict[str, Any]], list[dict[str, 
 
     name = get_env(config.env).name
     env_kwargs = quick_env_args(name, config.env_args)
-    demos = lambda n, split: list(oracle_demonstrations(name, n, split=split, seed=config.seed, env_kwargs=env_kwargs,  # noqa: E731
-                                                        oracle_options=config.oracle_args))
-    transcripts = read_transcripts(config.data) if config.data else demos(config.demos, "train")
-    heldout = demos(config.heldout_demos, "val") if config.heldout_demos else []
+    demos = lambda n, split, noise: list(oracle_demonstrations(  # noqa: E731
+        name, n, split=split, seed=config.seed, env_kwargs=env_kwargs, oracle_options=config.oracle_args, noise=noise))
+    transcripts = read_transcripts(config.data) if config.data else demos(config.demos, "train", config.demo_noise)
+    heldout = demos(config.heldout_demos, "val", 0.0) if config.heldout_demos else []
     return transcripts, heldout
 
 

@@ -28,6 +28,18 @@ def test_oracle_demonstrations_are_the_replies_that_solve_the_task():
     assert records[0]["messages"][-1]["content"].startswith("```python\nprint(")
 
 
+def test_noisy_teammates_make_the_oracle_show_recoveries():
+    """With noise, some tool replies are the random agent's (never recorded), and the oracle planner then
+    overrides the wrong proposal: a demonstration an all-oracle team never gives."""
+    clean = list(oracle_demonstrations("plan_path", 24, env_kwargs=TINY, oracle_options={"program": "answer"}))
+    noisy = list(oracle_demonstrations("plan_path", 24, env_kwargs=TINY, oracle_options={"program": "answer"}, noise=0.5))
+    planner = lambda records: [r["messages"][-1]["content"] for r in records if r["agent"] == "planner"]  # noqa: E731
+    assert not any(reply.startswith("Planning with BFS") for reply in planner(clean))
+    assert any(reply.startswith("Planning with BFS") for reply in planner(noisy))
+    assert len(noisy) < len(clean) and all(r["reward"] == 1.0 for r in noisy if r["agent"] == "tool")
+    assert noisy == list(oracle_demonstrations("plan_path", 24, env_kwargs=TINY, oracle_options={"program": "answer"}, noise=0.5))
+
+
 def test_transcript_errors_name_the_line(tmp_path):
     path = tmp_path / "t.jsonl"
     path.write_text('{"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]}\n{not json\n')
