@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from llm_marl_envs.sandbox import ExecResult, Sandbox, SandboxLimits, default_sandbox
+from tests.support.sandbox_corpus import attempt, descendants, with_sandbox_dir
 
 LIMITS = SandboxLimits(wall_time_s=2.0, cpu_time_s=2.0, memory_mb=256, output_bytes=10_000)
 
@@ -31,31 +32,24 @@ def sandbox():
         yield sb
 
 
-def descendants(pid: int) -> list[int]:
-    out = []
-    try:
-        tasks = list(Path(f"/proc/{pid}/task").iterdir())
-    except FileNotFoundError:
-        return out
-    for task in tasks:
-        try:
-            children = (task / "children").read_text().split()
-        except FileNotFoundError:
-            continue
-        for child in map(int, children):
-            out += [child, *descendants(child)]
-    return out
-
-
 def assert_nothing_left(sandbox: Sandbox) -> None:
-    for pid in sandbox._worker_pids():
-        assert descendants(pid) == [], "a sandboxed process outlived its run"
+    for pid in sandbox._worker_pids():  # a supervisor: its one child is the fork server
+        assert len(descendants(pid)) == 1, "a sandboxed process outlived its run"
 
 
 def is_server(pid: int) -> bool:
-    """A fork server, or a program forked from one (they share the command line)."""
+    """A supervisor, a fork server, or a program forked from one (they share the command line)."""
     try:
-        return b"_server.py" in Path(f"/proc/{pid}/cmdline").read_bytes()
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except FileNotFoundError:
+        return False
+    return b"_server.py" in cmdline or b"_supervisor.py" in cmdline
+
+
+def running(pid: int) -> bool:
+    """Alive and not a zombie waiting to be reaped."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] != "Z"
     except FileNotFoundError:
         return False
 
@@ -275,28 +269,6 @@ def test_close_kills_workers_and_is_idempotent():
         sb.run("print(1)")
 
 
-def test_nothing_outlives_a_killed_owner():
-    """If the process that owns a Sandbox dies (SIGKILL, no cleanup), its workers and their
-    programs still go away (end of input / parent-death signal) and remove their directories."""
-    script = (
-        "import json, os, signal, threading\n"
-        "from llm_marl_envs.sandbox import Sandbox, SandboxLimits\n"
-        "sb = Sandbox(SandboxLimits(wall_time_s=3, cpu_time_s=3))\n"
-        "sb.run_many([('print(1)', '')] * 2)\n"
-        "threading.Thread(target=sb.run, args=('import time\\ntime.sleep(60)',), daemon=True).start()\n"
-        "print(json.dumps([sb._worker_pids(), [w.base for w in sb._live]]), flush=True)\n"
-        "import time; time.sleep(0.5)\n"
-        "os.kill(os.getpid(), signal.SIGKILL)\n"
-    )
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
-                         cwd=Path(__file__).parents[1])
-    pids, bases = json.loads(out.stdout.splitlines()[0])
-    deadline = time.monotonic() + 10  # the sleeping program is killed with its server, not after 60 s
-    while time.monotonic() < deadline and (any(map(is_server, pids)) or any(map(os.path.exists, bases))):
-        time.sleep(0.1)
-    assert not any(map(is_server, pids)) and not any(map(os.path.exists, bases))
-
-
 def test_close_during_a_run_kills_it_and_cleans_up():
     sb = Sandbox(LIMITS, workers=1)
     sb.run("print(1)")
@@ -306,7 +278,7 @@ def test_close_during_a_run_kills_it_and_cleans_up():
     thread = threading.Thread(target=lambda: results.append(sb.run("import time\ntime.sleep(30)")))
     thread.start()
     deadline = time.monotonic() + 30
-    while not descendants(pids[0]) and time.monotonic() < deadline:  # wait for the program to start
+    while len(descendants(pids[0])) < 2 and time.monotonic() < deadline:  # wait for the program to start
         time.sleep(0.02)
     sb.close()
     thread.join(timeout=30)
@@ -333,16 +305,27 @@ def test_a_forked_process_gets_its_own_workers(sandbox):
     assert sandbox.run("print('parent')").stdout == "parent\n"
 
 
-def test_seccomp_filter_template_matches_a_fresh_build():
+def test_seccomp_decisions_name_only_the_caller():
+    """The supervisor's answers to the filter: a program may signal, limit or renice only itself
+    (or its own group), never fork or execute; the fork server may fork and signal its programs."""
     sys.path.insert(0, str(Path(__file__).parents[1] / "llm_marl_envs" / "sandbox"))
     try:
         import _seccomp
     finally:
         sys.path.pop(0)
-    template = _seccomp.Filter()
-    for pid in (2, 4242, 4_194_303):
-        template._patch(pid)
-        assert template._buffer.raw == _seccomp.build(pid)
+    nr, me = _seccomp.NR, (42, 43)
+    minus = lambda pid: pid & 0xFFFFFFFFFFFFFFFF  # noqa: E731 (a negative pid as the register holds it)
+    assert _seccomp.program_may(nr["kill"], (42, 9), me) and _seccomp.program_may(nr["kill"], (minus(-42), 9), me)
+    assert not _seccomp.program_may(nr["kill"], (1, 9), me) and not _seccomp.program_may(nr["kill"], (minus(-1), 9), me)
+    assert _seccomp.program_may(nr["tgkill"], (42, 43, 9), me) and not _seccomp.program_may(nr["prlimit64"], (7, 0), me)
+    assert _seccomp.program_may(nr["setpriority"], (0, 43, 5), me) and not _seccomp.program_may(nr["setpriority"], (2, 0, 5), me)
+    for call in ("clone", "execve", "execveat"):
+        assert not _seccomp.program_may(nr[call], (0,) * 6, me)
+    assert _seccomp.server_may(nr["clone"], (0x01200011,), init=False)  # glibc's fork
+    assert not _seccomp.server_may(nr["clone"], (0x20000000,), init=False)  # into a new PID namespace
+    assert not _seccomp.server_may(nr["execve"], (0,), init=True)
+    assert _seccomp.server_may(nr["kill"], (minus(-1), 9), init=True) and not _seccomp.server_may(nr["kill"], (minus(-1), 9), init=False)
+    assert len(_seccomp.build()) % 8 == 0
 
 
 def test_shared_default_and_no_copy():
@@ -361,3 +344,123 @@ def test_bad_limits_name_the_fix():
         ExecResult("", "", 0, "fine")
     with pytest.raises(ValueError, match="workers"):
         Sandbox(workers=0)
+
+
+# ---------------------------------------------------------------------------------------------
+# Issue 11, findings 10-12: what one run leaves, what a run can reach, what outlives the owner.
+
+DIR_FD_WRITE = ("import os\nos.makedirs('a/b')\nfd = os.open('.', os.O_RDONLY)\nos.chdir('a/b')\n"
+                "out = os.open('../persisted', os.O_CREAT | os.O_WRONLY, 0o644, dir_fd=fd)\n"
+                "os.write(out, b'left by an earlier run')\n")
+DIR_FD_READ = ("import os\nos.makedirs('a/b')\nfd = os.open('.', os.O_RDONLY)\nos.chdir('a/b')\n"
+               "print(os.read(os.open('../persisted', os.O_RDONLY, dir_fd=fd), 100))\n")
+
+
+@pytest.fixture()
+def one_worker():
+    with Sandbox(LIMITS, workers=1) as sb:
+        yield sb
+
+
+def _kernel_only(sandbox: Sandbox, code: str) -> ExecResult:
+    """Run with the audit hook off (private protocol flag): what the kernel layers alone allow."""
+    return sandbox._submit({"code": code, "stdin": "", "limits": asdict(LIMITS), "guard": False}, LIMITS)
+
+
+def test_nothing_of_an_earlier_run_is_reachable_through_a_directory_fd(one_worker):
+    """Finding 10: a write relative to a directory descriptor once landed next to the run's own
+    directory, where the next run on the same worker could read it."""
+    one_worker.run(DIR_FD_WRITE)
+    result = one_worker.run(DIR_FD_READ)
+    assert "left by an earlier run" not in result.stdout, result
+
+
+def test_the_kernel_lets_a_run_write_only_its_own_directory(one_worker):
+    """Finding 10, kernel layer alone: Landlock granted writes to the whole scratch folder."""
+    if not one_worker.isolation().get("landlock_fs"):
+        pytest.skip("no Landlock on this machine")
+    _kernel_only(one_worker, "open('../persisted', 'w').write('left by an earlier run')")
+    result = _kernel_only(one_worker, "print(open('../persisted').read())")
+    assert "left by an earlier run" not in result.stdout, result
+
+
+@pytest.mark.parametrize("probe", ["sys._getframe and f_back", "subclass walk for the sandbox's classes",
+                                   "func.__globals__ of every reachable function", "sys.modules",
+                                   "ctypes types found by a subclass walk"])
+def test_nothing_of_the_sandbox_is_reachable_from_the_program(sandbox, probe):
+    """Finding 11: the child's globals (reachable through sys._getframe) held ctypes and the guard's
+    module, and subclass walks reached ctypes' types: a program could write any memory. Each probe
+    prints ESCAPED when it finds a handle (tests/support/sandbox_corpus.py)."""
+    result = sandbox.run(with_sandbox_dir(attempt(probe).code))
+    assert "ESCAPED" not in result.stdout and result.status == "ok", result
+
+
+HOOK_ALONE_CASES = {
+    "mkfifo": "import os\nos.mkfifo('/tmp/llm_marl_fifo_escape')",
+    "mknod": "import os, stat\nos.mknod('/tmp/llm_marl_node_escape', stat.S_IFREG | 0o644)",
+    "os.open with dir_fd": DIR_FD_WRITE,
+    "sqlite ATTACH": "import sqlite3\nsqlite3.connect(':memory:').execute(\"ATTACH '/tmp/llm_marl_attach_escape.db' AS x\")",
+    "sqlite VACUUM INTO": "import sqlite3\nsqlite3.connect(':memory:').execute(\"VACUUM INTO '/tmp/llm_marl_vacuum_escape.db'\")",
+}
+
+
+@pytest.fixture(scope="module")
+def hook_alone():
+    """Workers without namespaces, Landlock and seccomp (a private, test-only argument)."""
+    with Sandbox(LIMITS, workers=1, _kernel_layers=False) as sb:
+        yield sb
+
+
+def _escaped_to_tmp() -> list[str]:
+    return [p for p in os.listdir("/tmp") if p.startswith("llm_marl_") and "_escape" in p]
+
+
+@pytest.mark.parametrize("name", ["mkfifo", "mknod", "os.open with dir_fd"])
+def test_the_hook_itself_stops_what_only_the_kernel_stopped(sandbox, name):
+    """Finding 11: these passed the audit hook and were refused by Landlock alone (status "error")."""
+    result = sandbox.run(HOOK_ALONE_CASES[name])
+    assert result.status == "blocked", result
+    assert not _escaped_to_tmp()
+
+
+@pytest.mark.parametrize("name", sorted(HOOK_ALONE_CASES))
+def test_the_hook_alone_stops_them(hook_alone, name):
+    """Finding 11, without the kernel layers: the hook alone refuses them all (SQLite altogether:
+    it opens files in C, where no audit event shows the path)."""
+    result = hook_alone.run(HOOK_ALONE_CASES[name])
+    assert result.status == "blocked", result
+    assert not _escaped_to_tmp()
+
+
+def test_sqlite_cannot_write_outside(sandbox):
+    """With Landlock, SQLite in memory still works and the kernel refuses ATTACH/VACUUM INTO outside."""
+    assert sandbox.run("import sqlite3\nprint(sqlite3.connect(':memory:').execute('SELECT 1').fetchone())").stdout == "(1,)\n"
+    for name in ("sqlite ATTACH", "sqlite VACUUM INTO"):
+        assert sandbox.run(HOOK_ALONE_CASES[name]).status != "ok"
+    assert not _escaped_to_tmp()
+
+
+def test_nothing_outlives_a_killed_owner():
+    """Finding 12: a SIGKILLed owner's servers and running programs lived on until their wall
+    limit (here 60 s); they must go within a couple of seconds, and remove their directories."""
+    script = (
+        "import json, os, signal, sys, threading, time\n"
+        "from tests.support.sandbox_corpus import descendants\n"
+        "from llm_marl_envs.sandbox import Sandbox, SandboxLimits\n"
+        "sb = Sandbox(SandboxLimits(wall_time_s=60, cpu_time_s=60), workers=2)\n"
+        "sb.run_many([('print(1)', '')] * 2)\n"
+        "for _ in range(2):\n"
+        "    threading.Thread(target=sb.run, args=('import time\\ntime.sleep(60)',), daemon=True).start()\n"
+        "time.sleep(1.0)\n"
+        "print(json.dumps([descendants(os.getpid()), [w.base for w in sb._live]]), flush=True)\n"
+        "os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
+                         cwd=Path(__file__).parents[1])
+    tree, bases = json.loads(out.stdout.splitlines()[0])
+    assert len(tree) >= 4, f"expected 2 workers, each running a program: {tree}"
+    deadline = time.monotonic() + 3.0
+    while time.monotonic() < deadline and (any(map(running, tree)) or any(map(os.path.exists, bases))):
+        time.sleep(0.05)
+    assert not [p for p in tree if running(p)], "processes outlived their owner"
+    assert not any(map(os.path.exists, bases))

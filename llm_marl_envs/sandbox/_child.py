@@ -1,97 +1,114 @@
-"""The forked child: confine this process, then run the program as `__main__` (never returns).
+"""The forked child: confine this process and leave nothing of the sandbox reachable (fork server
+side, standard library only).
 
-Order matters: limits and privileges first (they need root), then no_new_privs, Landlock and
-seccomp (they forbid what the earlier steps use), then the Python-level setup that the program
-can see, and the audit hook last, right before the program's first instruction.
+The fork server returns from every one of its functions in the child (see `_server`), so `enter`
+runs with nothing below it but the server's module frame. It sets the limits, makes the process
+die with the server, prepares the interpreter the program will see, clears the server's globals,
+forgets the sandbox's modules, and installs the audit hook last; `_run.run` then executes the
+program with only that (now empty) module frame below it. What stays in memory but unreachable
+(the hook's closure, this module) could be found only through gc.get_objects, gc.get_referrers and
+the like, which the hook refuses; the sandbox defines no class in the fork server, so subclass
+walks find nothing of it either.
 """
 
 from __future__ import annotations
 
-import atexit
 import builtins
-import gc
+import fcntl
 import io
 import linecache
+import math
 import os
+import resource
 import signal
 import sys
-import tempfile
-import traceback
 import types
-from dataclasses import dataclass
 
 import _guard
-import _kernel
-import _landlock
-import _seccomp
 
 SETUP_FAILED_EXIT = 96
 SETUP_MARK = "[sandbox] setup failed: "
-_PRIVATE_MODULES = ("_guard", "_kernel", "_landlock", "_seccomp", "_paths", "_child", "ctypes", "_ctypes")
+LIFELINE_FD = 3
+_F_SETSIG = 10  # Linux
+_PRIVATE_MODULES = ("_guard", "_child", "_run", "_paths")
+_IMPORT_SYSTEM_ONLY = ("create_builtin", "exec_builtin", "init_frozen")
+"""`_imp` functions that would create a built-in module afresh, without an audit event and with
+the functions replaced by stubs below back in place; the fork server imports every built-in module
+beforehand, so the import system never needs them again."""
+_STUBS = {"os": ("mknod", "mkfifo", "sched_setaffinity", "sched_setscheduler", "sched_setparam", "setpriority"),
+          "posix": ("mknod", "mkfifo", "sched_setaffinity", "sched_setscheduler", "sched_setparam", "setpriority"),
+          "signal": ("pidfd_send_signal",), "_signal": ("pidfd_send_signal",)}
+_SHIMS = {"_posixsubprocess": ("fork_exec",)}
+"""Blocked modules that standard modules import at their top (subprocess, hence asyncio): a shim
+stands in, whose functions are stubs."""
 _ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "OPENBLAS_NUM_THREADS": "1",
         "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 """The program's whole environment: nothing of the server's (API keys, tokens) is passed on."""
 
 
-@dataclass(frozen=True)
-class Policy:
-    """What every child of one fork server gets (prepared once by the server)."""
-
-    read_roots: list[str]
-    deny_roots: list[str]
-    read_files: list[str]
-    write_files: list[str]
-    landlock_fd: int | None
-    to_nobody: bool
-    seccomp: _seccomp.Filter | None
-
-
-def run(job: dict, policy: Policy, workdir: str, stdin_fd: int, stdout_fd: int, stderr_fd: int) -> None:
-    server_pid = os.getppid()
+def enter(forked: tuple | None) -> tuple:
+    """Confine this child and return the arguments of `_run.run`; at the server's end of input
+    (`forked` is None), exit."""
+    if forked is None:
+        raise SystemExit(0)
+    job, policy, stdin_fd, stdout_fd, stderr_fd, lifeline_fd = forked
     try:
         os.setsid()
-        for fd, target in ((stdin_fd, 0), (stdout_fd, 1), (stderr_fd, 2)):
+        for fd, target in ((stdin_fd, 0), (stdout_fd, 1), (stderr_fd, 2), (lifeline_fd, LIFELINE_FD)):
             os.dup2(fd, target)
-        _confine(job, policy, workdir, server_pid)
+        _die_with_server(LIFELINE_FD)
+        _set_limits(job["limits"], no_processes=policy["no_processes"])
+        os.chdir(policy["run_dir"])
+        os.closerange(LIFELINE_FD + 1, 1 << 16)
+        streams = _prepare_interpreter(job["code"], policy)
+        if job.get("guard", True):  # off only for tests of the kernel layers alone
+            _guard.install(policy["run_dir"], policy)
     except BaseException as exc:  # report, never run the program half-confined
         os.write(2, f"{SETUP_MARK}{exc!r}\n".encode())
         os._exit(SETUP_FAILED_EXIT)
-    _execute(job["code"], workdir, policy, job.get("guard", True))
+    return (job["code"], *streams, policy["blocked_modules"], _guard.MARK, _guard.BLOCKED_EXIT)
 
 
-def _confine(job: dict, policy: Policy, workdir: str, server_pid: int) -> None:
-    limits = job["limits"]
-    _kernel.set_limits(limits["cpu_time_s"], limits["memory_mb"], limits["file_bytes"],
-                       no_processes=policy.to_nobody and policy.seccomp is None)
-    _kernel.drop_privileges(workdir, policy.to_nobody)
-    _kernel.die_with_parent(server_pid)  # after the change of user, which clears it
-    _kernel.no_new_privs()
-    if policy.landlock_fd is not None:
-        _landlock.restrict_self(policy.landlock_fd)
-    os.chdir(workdir)
-    os.closerange(3, 1 << 16)
-    if policy.seccomp is not None:
-        policy.seccomp.apply(os.getpid())
+def _die_with_server(fd: int) -> None:
+    """The kernel SIGKILLs this process when the server's end of the lifeline pipe closes (the
+    server died), like a parent-death signal, which would need a system call Python lacks.
+    Where the fork server is the init of its own PID namespace, its death kills everything anyway."""
+    fcntl.fcntl(fd, _F_SETSIG, signal.SIGKILL)
+    fcntl.fcntl(fd, fcntl.F_SETOWN, os.getpid())
+    fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) | os.O_ASYNC)
 
 
-def _execute(source: str, workdir: str, policy: Policy, guard: bool) -> None:
+def _set_limits(limits: dict, *, no_processes: bool) -> None:
+    """CPU seconds (SIGXCPU at the soft limit), address space, largest file, no core dumps, and
+    with `no_processes` no new process or thread for an unprivileged user."""
+    cpu = max(1, math.ceil(limits["cpu_time_s"]))
+    memory = int(limits["memory_mb"]) * 1024 * 1024
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+    resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (int(limits["file_bytes"]), int(limits["file_bytes"])))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))
+    if no_processes:
+        resource.setrlimit(resource.RLIMIT_NPROC, (0, 0))
+
+
+def _prepare_interpreter(source: str, policy: dict) -> tuple:
+    """The interpreter as the program sees it; returns (namespace, stdout, stderr)."""
     sys.dont_write_bytecode = True  # no .pyc writes into the (read-only) installation
+    run_dir = policy["run_dir"]
     os.environ.clear()
-    os.environ.update(_ENV, HOME=workdir, TMPDIR=workdir)
-    tempfile.tempdir = workdir
-    for name in [n for n in sys.modules if n.split(".")[0] in _PRIVATE_MODULES]:
-        del sys.modules[name]
-    blocked = _guard.BLOCKED_MODULES + (() if policy.seccomp is not None else ("_posixsubprocess",))
-    for name in blocked:
-        # `import ctypes` raises ImportError (numpy copes); deleting the entry to import it for
-        # real is an import event, which the guard blocks.
-        sys.modules[name] = None
+    os.environ.update(_ENV, HOME=run_dir, TMPDIR=run_dir)
+    import tempfile  # noqa: PLC0415 (imported by the server long before; here so that this module does not)
+
+    tempfile.tempdir = run_dir
+    server_globals = sys.modules["__main__"].__dict__
+    _forget_the_sandbox(policy)
     signal.signal(signal.SIGINT, signal.default_int_handler)  # the server ignores it
     main = types.ModuleType("__main__")
     main.__dict__["__builtins__"] = builtins
     sys.modules["__main__"] = main
-    sys.argv = ["main.py"]
-    sys.path[:] = [p for p in sys.path if p and os.path.isabs(p) and os.path.dirname(__file__) != p]
+    sys.argv = sys.orig_argv = ["main.py"]
+    sys.path[:] = [p for p in sys.path if p and os.path.isabs(p)]
     stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8", errors="replace",
                               line_buffering=True)  # a killed program keeps its complete lines
     stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding="utf-8", errors="backslashreplace",
@@ -100,60 +117,60 @@ def _execute(source: str, workdir: str, policy: Policy, guard: bool) -> None:
     sys.stdout = sys.__stdout__ = stdout
     sys.stderr = sys.__stderr__ = stderr
     # Tracebacks read the program's source through linecache: serve it from memory.
+    linecache.cache.clear()
     linecache.cache["main.py"] = (len(source), None, source.splitlines(True), "main.py")
-    code = 0
-    try:
-        compiled = compile(source, "main.py", "exec", dont_inherit=True)
-        if guard:
-            _guard.install(workdir, policy.read_roots, policy.deny_roots, policy.read_files, policy.write_files,
-                           kernel_enforces_files=policy.landlock_fd is not None, blocked_modules=blocked)
-        exec(compiled, main.__dict__)
-    except SystemExit as exc:
-        code = _exit_code(exc, stderr)
-    except BaseException as exc:
-        code = 1
-        _print_exception(exc)
-        name = getattr(exc, "name", None) if isinstance(exc, ImportError) else None
-        if isinstance(name, str) and name.partition(".")[0] in blocked:
-            code = _guard.BLOCKED_EXIT  # a module the sandbox withholds (see BLOCKED_MODULES)
-            os.write(2, f"{_guard.MARK}import {name}\n".encode())
-    try:  # what the interpreter does at exit: join threads, atexit, free the module's objects
-        if "threading" in sys.modules:
-            sys.modules["threading"]._shutdown()
-        atexit._run_exitfuncs()
-        main.__dict__.clear()  # e.g. flushes a file the program left open
-        gc.collect()
-    except BaseException:
-        pass
-    for stream in (stdout, stderr):
-        try:
-            stream.flush()
-        except BaseException:
-            code = code or 1
-    os._exit(code & 0xFF)
+    server_globals.clear()  # the frame below the program's is the server's module: nothing left there
+    return main.__dict__, stdout, stderr
 
 
-def _exit_code(exc: SystemExit, stderr: io.TextIOWrapper) -> int:
-    """What the interpreter would exit with for `sys.exit(exc.code)`."""
-    if exc.code is None:
-        return 0
-    if isinstance(exc.code, int):
-        return exc.code
-    try:
-        print(exc.code, file=stderr)
-    except BaseException:
-        pass
-    return 1
+def _forget_the_sandbox(policy: dict) -> None:
+    """Remove every way back to the sandbox's code from what the program can reach."""
+    sandbox_dir = policy["sandbox_dir"]
+    for name in [n for n in sys.modules if n in _PRIVATE_MODULES]:
+        del sys.modules[name]
+    for path in [p for p in sys.path_importer_cache if p.startswith(sandbox_dir)]:
+        del sys.path_importer_cache[path]
 
 
-def _print_exception(exc: BaseException) -> None:
-    # The first frame is this module's exec(): the program sees only its own frames.
-    tb = exc.__traceback__.tb_next if exc.__traceback__ is not None else None
-    try:
-        text = "".join(traceback.format_exception(type(exc), exc, tb))
-    except BaseException:  # e.g. MemoryError again while formatting
-        text = f"{type(exc).__name__}: {exc}\n"
-    try:
-        os.write(2, text.encode("utf-8", "backslashreplace"))
-    except BaseException:
-        pass
+def withhold_modules(blocked: tuple[str, ...]) -> None:
+    """In the fork server, before it imports anything else: the blocked modules can never be
+    imported (None in sys.modules: `import ctypes` raises ImportError, and numpy copes; deleting
+    the entry to import one for real is an import event, which the guard blocks), and shims stand
+    in for those that standard modules import at their top."""
+    stub = _stub_factory()
+    for name in blocked:
+        sys.modules[name] = _shim(name, stub) if name in _SHIMS else None
+
+
+def seal_interpreter() -> None:
+    """In the fork server, once it has imported everything: replace the functions that act
+    without an audit event by stubs that raise one, and take from `_imp` what could re-create a
+    built-in module with its original functions."""
+    stub = _stub_factory()
+    for module, names in _STUBS.items():
+        namespace = sys.modules[module].__dict__
+        for name in names:
+            if name in namespace:
+                namespace[name] = stub(module.lstrip("_").replace("posix", "os") + "." + name)
+    imp = sys.modules["_imp"].__dict__
+    for name in _IMPORT_SYSTEM_ONLY:
+        imp.pop(name, None)
+
+
+def _stub_factory():
+    """stub(event) -> a function that raises the audit event `event` (which the guard blocks),
+    made in a namespace that holds nothing but sys.audit."""
+    namespace = {"audit": sys.audit}
+    exec("def stub(event):\n"
+         "    def blocked(*args, **kwargs):\n"
+         "        audit(event)\n"
+         "        raise PermissionError(event + ' is not available in the sandbox')\n"
+         "    return blocked\n", namespace)
+    return namespace["stub"]
+
+
+def _shim(name: str, stub) -> types.ModuleType:
+    shim = types.ModuleType(name, "Stands in for a module the sandbox withholds.")
+    for function in _SHIMS[name]:
+        setattr(shim, function, stub(f"{name}.{function}"))
+    return shim

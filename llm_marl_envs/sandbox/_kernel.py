@@ -1,7 +1,12 @@
-"""Process-level confinement: namespaces, resource limits, privileges (fork-server side).
+"""Process-level confinement through system calls (supervisor side only: it imports ctypes).
+
+Everything here runs in the supervisor or in its child before that child executes the fork
+server: `_ctypes` must never be loaded into the fork server, whose memory every program inherits.
+Its types alone give arbitrary memory access without a single audit event, and the import
+system re-creates a loaded extension module from its cache without one either.
 
 Resource limits only bind an unprivileged process (root may raise them again, and RLIMIT_NPROC
-does not apply to uid 0 at all), so a child started by root either becomes `nobody` or, when
+does not apply to uid 0 at all), so a server started by root either becomes `nobody` or, when
 `nobody` could not even import the standard library (an interpreter under /root), stays uid 0
 with every capability dropped: it can then neither raise a limit nor mount, trace or reconfigure
 anything, and Landlock/seccomp confine what uid 0 could still reach.
@@ -10,35 +15,43 @@ anything, and Landlock/seccomp confine what uid 0 could still reach.
 from __future__ import annotations
 
 import ctypes
-import math
 import os
-import resource
 import signal
 import struct
 
 NOBODY = 65534
-_CLONE_NEWNET, _CLONE_NEWIPC, _CLONE_NEWNS = 0x40000000, 0x08000000, 0x00020000
+_CLONE_NEWNET, _CLONE_NEWIPC, _CLONE_NEWNS, _CLONE_NEWPID = 0x40000000, 0x08000000, 0x00020000, 0x20000000
 _MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_REC, _MS_PRIVATE = 0x2, 0x4, 0x8, 0x4000, 0x40000
 _MNT_DETACH = 2
-_PR_SET_PDEATHSIG, _PR_CAPBSET_DROP, _PR_SET_NO_NEW_PRIVS = 1, 24, 38
+_PR_SET_PDEATHSIG, _PR_CAPBSET_DROP, _PR_SET_CHILD_SUBREAPER, _PR_SET_NO_NEW_PRIVS = 1, 24, 36, 38
 _CAPABILITY_VERSION_3 = 0x20080522
 _LAST_CAP = 63
+_SYS_PIDFD_GETFD = 438  # the same on every architecture
 
 _libc = ctypes.CDLL(None, use_errno=True)
+_libc.syscall.restype = ctypes.c_long
 
 
 def _prctl(option: int, arg: int) -> int:
     return _libc.prctl(ctypes.c_int(option), ctypes.c_ulong(arg), ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0))
 
 
+def _check(result: int, what: str) -> None:
+    if result != 0:
+        errno = ctypes.get_errno()
+        raise OSError(errno, f"{what}: {os.strerror(errno)}")
+
+
 def unshare_namespaces(scratch_dir: str, scratch_mb: int) -> dict[str, bool]:
-    """Move the calling process (the fork server, hence every child) into an empty network
-    namespace (no interface but a down loopback), a private SysV IPC namespace, and a private
-    mount namespace where `scratch_dir` is a tmpfs of `scratch_mb` MiB: the programs' working
-    directories then live in memory and cannot fill the disk (RLIMIT_FSIZE caps one file only).
+    """Move the calling process (the supervisor, hence the fork server and every program) into an
+    empty network namespace (no interface but a down loopback), a private SysV IPC namespace, a
+    private mount namespace where `scratch_dir` is a tmpfs of `scratch_mb` MiB (the working
+    directory lives in memory and cannot fill the disk: RLIMIT_FSIZE caps one file only), and a
+    new PID namespace for its next child: the fork server becomes its init, so that every process
+    it starts dies with it, and none can see or signal anything outside.
 
     Needs CAP_SYS_ADMIN; without it nothing changes, and seccomp/Landlock/the audit hook still
-    refuse network access.
+    refuse network access. The caller may fork only once afterwards (the PID namespace's init).
     """
     layers = {name: _libc.unshare(ctypes.c_int(flag)) == 0
               for name, flag in (("network_namespace", _CLONE_NEWNET), ("ipc_namespace", _CLONE_NEWIPC))}
@@ -49,39 +62,8 @@ def unshare_namespaces(scratch_dir: str, scratch_mb: int) -> dict[str, bool]:
             options = f"size={int(scratch_mb)}m,mode=0711".encode()
             layers["scratch_tmpfs"] = _libc.mount(b"tmpfs", os.fsencode(scratch_dir), b"tmpfs",
                                                   ctypes.c_ulong(_MS_NOSUID | _MS_NODEV | _MS_NOEXEC), options) == 0
+    layers["pid_namespace"] = _libc.unshare(ctypes.c_int(_CLONE_NEWPID)) == 0
     return layers
-
-
-def set_limits(cpu_time_s: float, memory_mb: int, file_bytes: int, *, no_processes: bool) -> None:
-    """CPU seconds (SIGXCPU at the soft limit), address space, largest file, no core dumps, and
-    with `no_processes` no new process or thread for an unprivileged user."""
-    cpu = max(1, math.ceil(cpu_time_s))
-    memory = int(memory_mb) * 1024 * 1024
-    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
-    resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
-    resource.setrlimit(resource.RLIMIT_FSIZE, (int(file_bytes), int(file_bytes)))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))
-    if no_processes:
-        resource.setrlimit(resource.RLIMIT_NPROC, (0, 0))
-
-
-def drop_privileges(workdir: str, to_nobody: bool) -> str:
-    """Give up root: become `nobody` (owning `workdir`), or stay uid 0 without capabilities.
-    Returns what the process now runs as."""
-    if os.geteuid() != 0:
-        return "unprivileged user"
-    if to_nobody:
-        os.chown(workdir, NOBODY, NOBODY)
-        os.setgroups([])
-        os.setgid(NOBODY)
-        os.setuid(NOBODY)
-        return "nobody"
-    header = ctypes.create_string_buffer(struct.pack("=Ii", _CAPABILITY_VERSION_3, 0), 8)
-    data = ctypes.create_string_buffer(bytes(24), 24)  # effective, permitted, inheritable: all empty
-    if _libc.capset(header, data) != 0:
-        raise OSError(ctypes.get_errno(), "capset")
-    return "root without capabilities"
 
 
 def release_scratch(scratch_dir: str) -> None:
@@ -94,9 +76,15 @@ def release_scratch(scratch_dir: str) -> None:
         pass
 
 
+def become_subreaper() -> None:
+    """Orphaned descendants are re-parented to this process instead of init, so it can reap (and
+    kill) whatever the fork server leaves behind when it dies."""
+    _prctl(_PR_SET_CHILD_SUBREAPER, 1)
+
+
 def drop_bounding_set() -> bool:
-    """Empty the capability bounding set (fork server, once; children inherit it): no capability
-    can come back through execve. The server keeps its own capabilities for the children's setup."""
+    """Empty the capability bounding set (inherited by every descendant): no capability can come
+    back through execve, so the fork server starts with none."""
     dropped = False
     for cap in range(_LAST_CAP + 1):
         if _prctl(_PR_CAPBSET_DROP, cap) != 0:
@@ -105,15 +93,40 @@ def drop_bounding_set() -> bool:
     return dropped
 
 
+def drop_privileges(to_nobody: bool) -> str:
+    """Give up root: become `nobody`, or stay uid 0 without capabilities (none in any set, and an
+    empty bounding set: the execve that follows cannot bring them back). Returns what the process
+    now runs as."""
+    if os.geteuid() != 0:
+        return "unprivileged user"
+    if to_nobody:
+        os.setgroups([])
+        os.setgid(NOBODY)
+        os.setuid(NOBODY)
+        return "nobody"
+    header = ctypes.create_string_buffer(struct.pack("=Ii", _CAPABILITY_VERSION_3, 0), 8)
+    data = ctypes.create_string_buffer(bytes(24), 24)  # effective, permitted, inheritable: all empty
+    _check(_libc.capset(header, data), "capset")
+    return "root without capabilities"
+
+
 def no_new_privs() -> None:
     """Required by Landlock and seccomp for an unprivileged process; also stops setuid binaries."""
-    if _prctl(_PR_SET_NO_NEW_PRIVS, 1) != 0:
-        raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS)")
+    _check(_prctl(_PR_SET_NO_NEW_PRIVS, 1), "prctl(PR_SET_NO_NEW_PRIVS)")
 
 
 def die_with_parent(parent_pid: int) -> None:
-    """Have the kernel SIGKILL this process when the fork server dies (a child in its own session
-    would otherwise outlive a killed server). Must come after any change of user, which clears it."""
-    _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    """Have the kernel SIGKILL this process when its parent (the supervisor, a single-threaded
+    process) dies; kept across execve. Must come after any change of user, which clears it."""
+    _check(_prctl(_PR_SET_PDEATHSIG, signal.SIGKILL), "prctl(PR_SET_PDEATHSIG)")
     if os.getppid() != parent_pid:
-        raise RuntimeError("the fork server exited before the program started")
+        raise RuntimeError("the supervisor exited before the fork server started")
+
+
+def pidfd_getfd(pidfd: int, fd: int) -> int:
+    """A duplicate of descriptor `fd` of the process behind `pidfd` (Linux >= 5.6)."""
+    new = _libc.syscall(ctypes.c_long(_SYS_PIDFD_GETFD), ctypes.c_long(pidfd), ctypes.c_long(fd), ctypes.c_long(0))
+    if new < 0:
+        errno = ctypes.get_errno()
+        raise OSError(errno, f"pidfd_getfd: {os.strerror(errno)}")
+    return int(new)

@@ -2,9 +2,11 @@
 
 Unlike the audit hook, Landlock cannot be talked out of its decision from inside the process: it
 checks every path the kernel resolves (symlinks, `dir_fd`, C libraries, io_uring...), and it
-applies to root as well. The fork server builds one ruleset when it starts; each child applies it
-with one system call. Newer kernels add layers that the ruleset then also uses: TCP bind/connect
-(ABI 4) and scoping of abstract UNIX sockets and signals to the sandbox's own processes (ABI 6).
+applies to root as well. The supervisor's child applies the ruleset to itself right before it
+executes the fork server, so the server and every program it forks run under it (a domain is
+inherited and can only be narrowed). Newer kernels add layers that the ruleset then also uses:
+TCP bind/connect (ABI 4) and scoping of abstract UNIX sockets and signals to the sandbox's own
+processes (ABI 6).
 """
 
 from __future__ import annotations
@@ -54,9 +56,11 @@ def _handled_fs(abi: int) -> int:
 
 
 def build_ruleset(read_paths: list[str], write_dirs: list[str], read_files: list[str],
-                  write_files: list[str]) -> tuple[int, dict[str, bool]] | None:
+                  write_files: list[str], exec_files: list[str]) -> tuple[int, dict[str, bool]] | None:
     """A ruleset fd granting read on `read_paths`/`read_files`, read-write (no execute, no device
-    nodes) under `write_dirs` and on `write_files`, and nothing else; None if Landlock is missing.
+    nodes) under `write_dirs` and on `write_files`, read and execute on `exec_files` (the
+    interpreter and its loader: the execve that starts the fork server happens under the ruleset;
+    seccomp refuses any later one), and nothing else; None if Landlock is missing.
 
     Returns (fd, {layer name: active}) so the server can report what the kernel enforces.
     """
@@ -75,7 +79,8 @@ def build_ruleset(read_paths: list[str], write_dirs: list[str], read_files: list
     read = READ_FILE | READ_DIR
     write = handled & ~(EXECUTE | MAKE_CHAR | MAKE_BLOCK)
     for paths, rights in ((read_paths, read), (read_files, READ_FILE), (write_dirs, write),
-                          (write_files, READ_FILE | WRITE_FILE | (handled & TRUNCATE))):
+                          (write_files, READ_FILE | WRITE_FILE | (handled & TRUNCATE)),
+                          (exec_files, READ_FILE | EXECUTE)):
         for path in paths:
             _add_rule(fd, path, rights & handled)
     layers = {"landlock_fs": True, "landlock_tcp": bool(net), "landlock_scope": bool(scoped)}

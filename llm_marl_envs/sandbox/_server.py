@@ -1,14 +1,21 @@
-"""Fork server: `python -I _server.py BASE_DIR` (standard library only).
+"""Fork server: `python -I _server.py RUN_DIR LAYERS` (standard library only; never loads ctypes).
 
-Protocol on stdin/stdout, one JSON object per line. The server first says {"layers": {...}}
-(the isolation layers this machine gives it), or {"error": "..."} and exits. Then for each job
-{"code", "stdin", "limits"} it answers {"started": true} at once and {"stdout", "stderr",
-"exit_code", "status"} when the job is done.
+Started by the supervisor (`_supervisor`), already confined: it runs as the user the programs run
+as, under the Landlock ruleset and the seccomp filter they run under. Protocol on stdin/stdout, one
+JSON object per line. The server first says {"layers": {...}} (the isolation layers this machine
+gives it). Then for each job {"code", "stdin", "limits"} it answers {"started": true} at once and
+{"stdout", "stderr", "exit_code", "status"} when the job is done.
 
 Each job runs in a child forked from this warm interpreter (a few milliseconds instead of an
-interpreter start-up), in a fresh directory under BASE_DIR. This process supervises it: it feeds
-stdin, enforces the wall clock and the output cap, kills the child's process group, and removes
-the directory. The namespaces, the Landlock ruleset and the seccomp filter are prepared once here.
+interpreter start-up), in RUN_DIR: the one directory a program may write, emptied (and its
+metadata reset) after every job, so a run finds nothing of an earlier one. This process
+supervises the child: it feeds stdin, enforces the wall clock and the output cap, kills the
+child's process group, and kills it and exits at once when its owner goes away (its end of the
+pipes closes).
+
+The child returns from every function of this module (`supervise` -> `main` -> module level), so
+that nothing of the server is left below the program's frame; this module defines no class, so
+that a subclass walk finds nothing of it either (see `_child`).
 """
 
 import os
@@ -16,11 +23,11 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _child  # noqa: E402
-import _kernel  # noqa: E402
-import _landlock  # noqa: E402
+import _guard  # noqa: E402
+
+_child.withhold_modules(_guard.BLOCKED_MODULES)  # before any other import (see BLOCKED_MODULES)
 import _paths  # noqa: E402
-import _seccomp  # noqa: E402
-from _guard import BLOCKED_EXIT, MARK  # noqa: E402
+import _run  # noqa: E402
 
 sys.path.pop(0)
 
@@ -39,215 +46,40 @@ import math  # noqa: E402,F401
 import random  # noqa: E402,F401
 import re  # noqa: E402,F401
 import select  # noqa: E402
-import shutil  # noqa: E402
 import signal  # noqa: E402
+import stat  # noqa: E402
 import statistics  # noqa: E402,F401
 import string  # noqa: E402,F401
-import tempfile  # noqa: E402
+import tempfile  # noqa: E402,F401
 import threading  # noqa: E402,F401
 import time  # noqa: E402
 import typing  # noqa: E402,F401
 
+_layers = json.loads(sys.argv[2])
+if not (_layers.get("landlock_fs") and _layers.get("seccomp")):  # asyncio makes code objects at import,
+    import asyncio  # noqa: E402,F401                             # which the guard alone refuses
+
+for _name in sys.builtin_module_names:  # the import system cannot create them in a program (see _child)
+    if _name not in _guard.BLOCKED_MODULES:
+        __import__(_name)
+_child.seal_interpreter()
+
 _READ_CHUNK = 65536
-SCRATCH_MB = 256
-"""Size of the in-memory file system that holds the working directories (where permitted)."""
 
 
-def prepare(base: str) -> tuple[_child.Policy, dict]:
-    """Namespaces and the Landlock ruleset, once per server; returns the policy and its layers."""
-    layers: dict = dict(_kernel.unshare_namespaces(base, SCRATCH_MB))  # before the ruleset names `base`
-    layers["capability_bounding_set"] = _kernel.drop_bounding_set()
-    read_roots = _paths.read_roots()
-    deny_roots = _paths.deny_roots(os.path.dirname(os.path.abspath(__file__)))
-    read_files = [f for f in _paths.READ_FILES if os.path.exists(f)]
-    write_files = [f for f in _paths.WRITE_FILES if os.path.exists(f)]
-    ruleset = _landlock.build_ruleset(_paths.expand(read_roots, deny_roots), [base], read_files, write_files)
-    layers.update(ruleset[1] if ruleset else {"landlock_fs": False, "landlock_tcp": False, "landlock_scope": False})
-    seccomp = _seccomp.Filter() if _seccomp.supported() else None
-    layers["seccomp"] = seccomp is not None
-    to_nobody = os.geteuid() == 0 and all(_paths.reachable_by_others(r) for r in _paths.python_roots())
-    layers["user"] = "nobody" if to_nobody else "root without capabilities" if os.geteuid() == 0 else "unprivileged user"
-    layers["audit_hook"] = True
-    policy = _child.Policy(read_roots, deny_roots, read_files, write_files, ruleset[0] if ruleset else None,
-                           to_nobody, seccomp)
-    return policy, layers
-
-
-def supervise(job: dict, policy: _child.Policy, base: str) -> dict:
-    """Run one job in a forked child and return its result."""
-    limits = job["limits"]
-    workdir = tempfile.mkdtemp(dir=base)
-    in_r, in_w = os.pipe()
-    out_r, out_w = os.pipe()
-    err_r, err_w = os.pipe()
-    try:
-        pid = os.fork()
-    except OSError:
-        for fd in (in_r, in_w, out_r, out_w, err_r, err_w):
-            os.close(fd)
-        shutil.rmtree(workdir, ignore_errors=True)
-        raise
-    if pid == 0:
-        try:
-            for fd in (in_w, out_r, err_r):
-                os.close(fd)
-            _child.run(job, policy, workdir, in_r, out_w, err_w)
-        finally:
-            os._exit(_child.SETUP_FAILED_EXIT)
-    for fd in (in_r, out_w, err_w):
-        os.close(fd)
-    watch = _Watch(pid, job["stdin"].encode("utf-8", "replace"), in_w, out_r, err_r, limits)
-    try:
-        watch.run()
-    finally:
-        watch.finish()
-        shutil.rmtree(workdir, ignore_errors=True)
-    return _result(watch, limits)
-
-
-class _Watch:
-    """Feeds a child's stdin and collects its output until it has exited and closed its output,
-    or a limit is hit; `finish` then kills its whole process group, reaps it and closes the pipes."""
-
-    def __init__(self, pid: int, data: bytes, in_w: int, out_r: int, err_r: int, limits: dict):
-        self.pid, self.data, self.sent = pid, data, 0
-        self.in_w: int | None = in_w
-        self.chunks: dict[int, list[bytes]] = {out_r: [], err_r: []}
-        self.open_fds = [out_r, err_r]
-        self.out_r, self.err_r = out_r, err_r
-        self.cap, self.total = int(limits["output_bytes"]), 0
-        self.deadline = time.monotonic() + float(limits["wall_time_s"])
-        self.status: str | None = None
-        self.wait_status: int | None = None
-        self.cpu_s = 0.0
-        try:
-            self.exit_fd: int | None = os.pidfd_open(pid)
-        except (AttributeError, OSError):
-            self.exit_fd = None  # old kernel: poll for the exit instead
-        if data:
-            os.set_blocking(in_w, False)
-        else:
-            self._close_stdin()
-
-    def run(self) -> None:
-        while self.open_fds or self.wait_status is None:
-            left = self.deadline - time.monotonic()
-            if left <= 0:
-                self.status = "timeout"
-                return
-            polling = self.exit_fd is None and self.wait_status is None
-            readers = self.open_fds + ([self.exit_fd] if self.exit_fd is not None and self.wait_status is None else [])
-            ready, writable, _ = select.select(readers, [self.in_w] if self.in_w is not None else [], [],
-                                               min(left, 0.005) if polling else left)
-            if self.wait_status is None and (polling or self.exit_fd in ready):
-                self._reap(os.WNOHANG)
-            for fd in ready:
-                if fd != self.exit_fd:
-                    self._read(fd)
-            if self.total > self.cap:
-                self.status = "output_limit"
-                return
-            if writable:
-                self._feed()
-
-    def _read(self, fd: int) -> None:
-        chunk = os.read(fd, _READ_CHUNK)
-        if not chunk:
-            self.open_fds.remove(fd)
-            return
-        self.chunks[fd].append(chunk[:max(0, self.cap - self.total)])
-        self.total += len(chunk)
-
-    def _feed(self) -> None:
-        try:
-            self.sent += os.write(self.in_w, self.data[self.sent:self.sent + _READ_CHUNK])
-        except BlockingIOError:
-            return
-        except BrokenPipeError:
-            self.sent = len(self.data)  # the program closed its stdin: the rest is not wanted
-        if self.sent >= len(self.data):
-            self._close_stdin()
-
-    def _close_stdin(self) -> None:
-        if self.in_w is not None:
-            os.close(self.in_w)
-            self.in_w = None
-
-    def _reap(self, flags: int) -> None:
-        pid, wait_status, usage = os.wait4(self.pid, flags)
-        if pid == self.pid:
-            self.wait_status = wait_status
-            self.cpu_s = usage.ru_utime + usage.ru_stime
-
-    def finish(self) -> None:
-        # Everything the program may have left behind is in its process group (its own session).
-        for kill in (os.killpg, os.kill):
-            try:
-                kill(self.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-        if self.wait_status is None:
-            self._reap(0)
-        self._close_stdin()
-        for fd in [self.out_r, self.err_r] + ([self.exit_fd] if self.exit_fd is not None else []):
-            os.close(fd)
-
-    def output(self, fd: int) -> str:
-        return b"".join(self.chunks[fd]).decode("utf-8", "replace")
-
-
-def _result(watch: _Watch, limits: dict) -> dict:
-    stdout, stderr, status, exit_code = watch.output(watch.out_r), watch.output(watch.err_r), watch.status, None
-    wait_status = watch.wait_status
-    if status == "timeout":
-        stderr += f"\n[sandbox] killed: wall-clock limit of {limits['wall_time_s']} s\n"
-    elif status == "output_limit":
-        stderr += f"\n[sandbox] killed: more than {limits['output_bytes']} bytes of output\n"
-    elif os.WIFEXITED(wait_status):
-        exit_code = os.WEXITSTATUS(wait_status)
-        last_line = stderr.rstrip("\n").rpartition("\n")[2]
-        if exit_code == 0:
-            status = "ok"
-        elif exit_code == BLOCKED_EXIT and last_line.startswith(MARK):
-            status = "blocked"
-        elif exit_code == _child.SETUP_FAILED_EXIT and _child.SETUP_MARK in stderr:
-            status = "crash"
-        elif exit_code == 1 and last_line.startswith("MemoryError"):
-            status = "memory"
-        else:
-            status = "error"
-    else:
-        sig = os.WTERMSIG(wait_status)
-        # SIGXCPU at the soft CPU limit; SIGKILL at the hard one (soft + 1 s) if SIGXCPU was ignored.
-        if sig == signal.SIGXCPU or (sig == signal.SIGKILL and watch.cpu_s >= float(limits["cpu_time_s"])):
-            status = "timeout"
-            stderr += f"\n[sandbox] killed: CPU-time limit of {limits['cpu_time_s']} s\n"
-        else:
-            status = "crash"
-            stderr += f"\n[sandbox] killed by signal {signal.Signals(sig).name}\n"
-    return {"stdout": stdout, "stderr": stderr, "exit_code": exit_code, "status": status}
-
-
-def main() -> None:
+def main() -> tuple | None:
+    """Serve jobs until the end of input (returns None). In a forked child, returns what the
+    child needs to run its program."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C in a terminal reaches the whole group
-    base = sys.argv[1]
-    try:
-        serve(base)
-    except (BrokenPipeError, KeyboardInterrupt):
-        pass  # our process is gone: nobody to answer
-    finally:  # leave nothing behind
-        shutil.rmtree(base, ignore_errors=True)
-        _kernel.release_scratch(base)
-
-
-def serve(base: str) -> None:
+    run_dir, layers = sys.argv[1], dict(json.loads(sys.argv[2]), audit_hook=True)
     out = sys.stdout
     try:
-        policy, layers = prepare(base)
+        policy = _policy(run_dir, layers)
+        _empty(run_dir)
     except Exception as exc:  # pragma: no cover (depends on the machine)
         out.write(json.dumps({"error": repr(exc)}) + "\n")
         out.flush()
-        return
+        return None
     out.write(json.dumps({"layers": layers}) + "\n")
     out.flush()
     # Nothing allocated so far needs collecting: keep the collector from touching (and so
@@ -258,12 +90,257 @@ def serve(base: str) -> None:
         out.write('{"started": true}\n')  # the job reached a live server (safe to retry if not)
         out.flush()
         try:
-            result = supervise(json.loads(line), policy, base)
+            outcome, value = supervise(json.loads(line), policy)
         except Exception as exc:  # the server must answer every job
-            result = {"stdout": "", "stderr": f"[sandbox] internal error: {exc!r}", "exit_code": None, "status": "crash"}
-        out.write(json.dumps(result) + "\n")
+            outcome, value = "result", {"stdout": "", "stderr": f"[sandbox] internal error: {exc!r}",
+                                        "exit_code": None, "status": "crash"}
+        if outcome != "result":
+            return value  # the child's program, or None: the owner is gone
+        out.write(json.dumps(value) + "\n")
         out.flush()
+        _empty(run_dir)  # after answering: off the caller's path, before the next job
+    return None
+
+
+def _policy(run_dir: str, layers: dict) -> dict:
+    """What every child of this server gets: the guard's policy and the child's settings."""
+    loaded = [name for name in _guard.BLOCKED_MODULES if getattr(sys.modules.get(name), "__spec__", None) is not None]
+    if loaded:  # not a shim: the real module (see BLOCKED_MODULES)
+        raise RuntimeError(f"the fork server loaded {loaded}: programs could re-create them")
+    sandbox = _paths.sandbox_dir()
+    return {
+        "run_dir": os.path.realpath(run_dir), "sandbox_dir": sandbox, "read_roots": _paths.read_roots(),
+        "deny_roots": _paths.deny_roots(sandbox), "read_files": _paths.read_files(),
+        "write_files": _paths.write_files(), "extension_dirs": _paths.extension_dirs(),
+        "blocked_modules": tuple(_guard.BLOCKED_MODULES),
+        "kernel_enforces_files": bool(layers.get("landlock_fs")),
+        "kernel_contains_code": bool(layers.get("landlock_fs") and layers.get("seccomp")),
+        "no_processes": layers.get("user") == "nobody" and not layers.get("seccomp"),
+    }
+
+
+def supervise(job: dict, policy: dict) -> tuple[str, object]:
+    """Run one job in a forked child. Returns ("result", its result) here, ("gone", None) if the
+    owner went away meanwhile, and ("child", what to run) in the child."""
+    in_r, in_w = os.pipe()
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
+    life_r, life_w = os.pipe()  # never written: its closing tells the child the server is gone
+    try:
+        pid = os.fork()
+    except OSError:
+        for fd in (in_r, in_w, out_r, out_w, err_r, err_w, life_r, life_w):
+            os.close(fd)
+        raise
+    if pid == 0:
+        try:
+            for fd in (in_w, out_r, err_r, life_w):
+                os.close(fd)
+        except BaseException:
+            os._exit(_child.SETUP_FAILED_EXIT)
+        return "child", (job, policy, in_r, out_w, err_w, life_r)
+    for fd in (in_r, out_w, err_w, life_r):
+        os.close(fd)
+    watch = _watch(pid, job, in_w, out_r, err_r)
+    try:
+        _wait(watch)
+    finally:
+        _finish(watch, life_w)
+    if watch["status"] == "gone":
+        return "gone", None
+    return "result", _result(watch, job["limits"])
+
+
+def _watch(pid: int, job: dict, in_w: int, out_r: int, err_r: int) -> dict:
+    """The state of one running child: what is left to feed it, what it wrote, how it ended."""
+    try:
+        exit_fd: int | None = os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        exit_fd = None  # old kernel: poll for the exit instead
+    data = job["stdin"].encode("utf-8", "replace")
+    watch = {"pid": pid, "data": data, "sent": 0, "in_w": in_w, "out_r": out_r, "err_r": err_r,
+             "chunks": {out_r: [], err_r: []}, "open": {out_r, err_r}, "exit_fd": exit_fd,
+             "cap": int(job["limits"]["output_bytes"]), "total": 0, "status": None, "wait_status": None,
+             "cpu_s": 0.0, "deadline": time.monotonic() + float(job["limits"]["wall_time_s"])}
+    if data:
+        os.set_blocking(in_w, False)
+    else:
+        _close_stdin(watch)
+    return watch
+
+
+def _wait(watch: dict) -> None:
+    """Feed stdin and collect output until the child has exited and closed its output, or a limit
+    is hit, or the owner goes away (the end of our stdin hangs up)."""
+    poller = select.poll()
+    for fd in watch["open"]:
+        poller.register(fd, select.POLLIN)
+    if watch["in_w"] is not None:
+        poller.register(watch["in_w"], select.POLLOUT)
+    if watch["exit_fd"] is not None:
+        poller.register(watch["exit_fd"], select.POLLIN)
+    poller.register(0, 0)  # reports only a hang-up
+    while watch["open"] or watch["wait_status"] is None:
+        left = watch["deadline"] - time.monotonic()
+        if left <= 0:
+            watch["status"] = "timeout"
+            return
+        polling = watch["exit_fd"] is None and watch["wait_status"] is None
+        events = poller.poll(max(1, int(min(left, 0.005 if polling else left) * 1000)))
+        if polling:
+            _reap(watch, os.WNOHANG)
+        for fd, _ in events:
+            if fd == 0:
+                watch["status"] = "gone"
+                return
+            if fd == watch["exit_fd"]:
+                poller.unregister(fd)
+                _reap(watch, os.WNOHANG)
+            elif fd == watch["in_w"]:
+                if not _feed(watch):
+                    poller.unregister(fd)
+            elif not _read(watch, fd):
+                poller.unregister(fd)
+        if watch["total"] > watch["cap"]:
+            watch["status"] = "output_limit"
+            return
+
+
+def _read(watch: dict, fd: int) -> bool:
+    """Read what the child wrote on `fd`; False at its end."""
+    chunk = os.read(fd, _READ_CHUNK)
+    if not chunk:
+        watch["open"].discard(fd)
+        return False
+    watch["chunks"][fd].append(chunk[:max(0, watch["cap"] - watch["total"])])
+    watch["total"] += len(chunk)
+    return True
+
+
+def _feed(watch: dict) -> bool:
+    """Write more of stdin; False once it is all written (or unwanted) and closed."""
+    try:
+        watch["sent"] += os.write(watch["in_w"], watch["data"][watch["sent"]:watch["sent"] + _READ_CHUNK])
+    except BlockingIOError:
+        return True
+    except BrokenPipeError:
+        watch["sent"] = len(watch["data"])  # the program closed its stdin: the rest is not wanted
+    if watch["sent"] >= len(watch["data"]):
+        _close_stdin(watch)
+        return False
+    return True
+
+
+def _close_stdin(watch: dict) -> None:
+    if watch["in_w"] is not None:
+        os.close(watch["in_w"])
+        watch["in_w"] = None
+
+
+def _reap(watch: dict, flags: int) -> None:
+    pid, wait_status, usage = os.wait4(watch["pid"], flags)
+    if pid == watch["pid"]:
+        watch["wait_status"] = wait_status
+        watch["cpu_s"] = usage.ru_utime + usage.ru_stime
+
+
+def _finish(watch: dict, lifeline: int) -> None:
+    """Kill the child's whole process group (everything it may have left is in it: its own
+    session), reap it and close the pipes."""
+    for kill in (os.killpg, os.kill):
+        try:
+            kill(watch["pid"], signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    if watch["wait_status"] is None:
+        _reap(watch, 0)
+    if os.getpid() == 1:  # the init of our own PID namespace: nothing else may live in it
+        _sweep()
+    _close_stdin(watch)
+    for fd in (watch["out_r"], watch["err_r"], watch["exit_fd"], lifeline):
+        if fd is not None:
+            os.close(fd)
+
+
+def _sweep() -> None:
+    try:
+        os.kill(-1, signal.SIGKILL)
+    except OSError:
+        pass
+    while True:
+        try:
+            if os.waitpid(-1, os.WNOHANG)[0] == 0:
+                break
+        except ChildProcessError:
+            break
+
+
+def _empty(directory: str) -> None:
+    """Remove everything in `directory` and reset what a program could have set on it (mode,
+    times, extended attributes), so that nothing carries over to the next run. Walks with relative
+    names from the current directory: a tree of any depth, with modes that deny us, is removed."""
+    os.chdir(directory)
+    os.chmod(".", 0o700)
+    parents: list[str] = []  # the names we descended through
+    while True:
+        below = None
+        for name in os.listdir("."):
+            if stat.S_ISDIR(os.lstat(name).st_mode):
+                below = name
+            else:
+                os.unlink(name)
+        if below is not None:
+            os.chmod(below, 0o700)
+            os.chdir(below)
+            parents.append(below)
+        elif parents:
+            os.chdir("..")  # nothing runs in the tree any more: '..' is where we came from
+            os.rmdir(parents.pop())
+        else:
+            break
+    for name in os.listxattr("."):
+        os.removexattr(".", name)
+    os.utime(".", (0, 0))
+    os.chdir("/")
+
+
+def _output(watch: dict, fd: int) -> str:
+    return b"".join(watch["chunks"][fd]).decode("utf-8", "replace")
+
+
+def _result(watch: dict, limits: dict) -> dict:
+    stdout, stderr = _output(watch, watch["out_r"]), _output(watch, watch["err_r"])
+    status, exit_code, wait_status = watch["status"], None, watch["wait_status"]
+    if status == "timeout":
+        stderr += f"\n[sandbox] killed: wall-clock limit of {limits['wall_time_s']} s\n"
+    elif status == "output_limit":
+        stderr += f"\n[sandbox] killed: more than {limits['output_bytes']} bytes of output\n"
+    elif os.WIFEXITED(wait_status):
+        exit_code = os.WEXITSTATUS(wait_status)
+        last_line = stderr.rstrip("\n").rpartition("\n")[2]
+        if exit_code == 0:
+            status = "ok"
+        elif exit_code == _guard.BLOCKED_EXIT and last_line.startswith(_guard.MARK):
+            status = "blocked"
+        elif exit_code == _child.SETUP_FAILED_EXIT and _child.SETUP_MARK in stderr:
+            status = "crash"
+        elif exit_code == 1 and last_line.startswith("MemoryError"):
+            status = "memory"
+        else:
+            status = "error"
+    else:
+        sig = os.WTERMSIG(wait_status)
+        # SIGXCPU at the soft CPU limit; SIGKILL at the hard one (soft + 1 s) if SIGXCPU was ignored.
+        if sig == signal.SIGXCPU or (sig == signal.SIGKILL and watch["cpu_s"] >= float(limits["cpu_time_s"])):
+            status = "timeout"
+            stderr += f"\n[sandbox] killed: CPU-time limit of {limits['cpu_time_s']} s\n"
+        else:
+            status = "crash"
+            stderr += f"\n[sandbox] killed by signal {signal.Signals(sig).name}\n"
+    return {"stdout": stdout, "stderr": stderr, "exit_code": exit_code, "status": status}
 
 
 if __name__ == "__main__":
-    main()
+    # Evaluated left to right: both functions are loaded before main() returns; in a child,
+    # enter() then clears this module's globals and _run.run runs the program.
+    _run.run(*_child.enter(main()))

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from .limits import ExecResult, SandboxLimits
 
-_SERVER = str(Path(__file__).with_name("_server.py"))
+_SUPERVISOR = str(Path(__file__).with_name("_supervisor.py"))
 _SERVER_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"}
 """The fork server's whole environment: programs must not see ours (API keys, tokens)."""
 _STARTUP_TIMEOUT_S = 60.0
@@ -33,15 +33,18 @@ class WorkerError(RuntimeError):
 
 
 class _Worker:
-    """One fork server: `python -I _server.py BASE` in its own session, BASE its scratch directory."""
+    """One fork server and its supervisor: `python -I -S _supervisor.py BASE PREFIX` in its own
+    session, BASE its scratch directory. The supervisor starts the fork server, which speaks on the
+    same pipes."""
 
-    def __init__(self) -> None:
+    def __init__(self, kernel_layers: bool = True) -> None:
         self.base = tempfile.mkdtemp(prefix="llm_marl_sbx_")
-        os.chmod(self.base, 0o711)  # a child running as `nobody` must reach its own directory in it
+        os.chmod(self.base, 0o711)  # a server running as `nobody` must reach its run directory in it
         self._buffer = b""
+        flags = [] if kernel_layers else ["--no-kernel-layers"]
         try:
             self.proc = subprocess.Popen(
-                [sys.executable, "-I", _SERVER, self.base], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                [sys.executable, "-I", "-S", _SUPERVISOR, self.base, sys.prefix, *flags], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                 stderr=subprocess.DEVNULL, start_new_session=True, cwd="/", env=_SERVER_ENV, bufsize=0,
             )
         except OSError:
@@ -99,9 +102,9 @@ class _Worker:
         return self.proc.poll() is None
 
     def kill(self) -> None:
-        """Kill the server now and remove its directory. Touches no pipe, so it is safe while
-        another thread waits on one; the running child, if any, dies with the server
-        (parent-death signal)."""
+        """Kill the supervisor now and remove its directory. Touches no pipe, so it is safe while
+        another thread waits on one; the fork server dies with the supervisor (parent-death
+        signal) and the running program with the fork server (see `_child`)."""
         self.proc.kill()  # a no-op once reaped: never signals a recycled pid
         self.proc.wait()
         self._remove_base()
@@ -138,9 +141,13 @@ class Sandbox:
 
     `warm=False` starts a fresh interpreter for every run (same isolation, limits and number of
     concurrent runs): slower, for comparison (benchmarks/throughput.py).
+
+    `_kernel_layers=False` is for tests and benchmarks only: the workers start without
+    namespaces, Landlock and seccomp, so that the audit hook is shown to contain programs alone.
     """
 
-    def __init__(self, limits: SandboxLimits = SandboxLimits(), workers: int = 2, warm: bool = True):
+    def __init__(self, limits: SandboxLimits = SandboxLimits(), workers: int = 2, warm: bool = True, *,
+                 _kernel_layers: bool = True):
         if not isinstance(limits, SandboxLimits):
             raise TypeError(f"limits must be a SandboxLimits, got {type(limits).__name__}")
         if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
@@ -148,6 +155,7 @@ class Sandbox:
         self.limits = limits
         self.n_workers = workers
         self.warm = warm
+        self._kernel_layers = _kernel_layers
         self._lock = threading.Lock()
         self._closed = False
         self._reset_pool()
@@ -262,7 +270,7 @@ class Sandbox:
         return worker
 
     def _start(self) -> _Worker:
-        worker = _Worker()
+        worker = _Worker(self._kernel_layers)
         with self._lock:
             if self._closed:
                 worker.stop()
