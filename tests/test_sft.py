@@ -128,3 +128,24 @@ def test_cli_sft_then_train_init_adapters(tmp_path):
     assert rl.keys() == sft.keys() and all(torch.allclose(rl[k], sft[k], atol=1e-8) for k in sft)
     config = json.loads((tmp_path / "rl" / "config.json").read_text())
     assert config["model"]["init_adapters"] == str(tmp_path / "sft")
+
+
+@pytest.mark.slow
+def test_readme_warm_start_commands_run(tmp_path, monkeypatch):
+    """The README's `llm-marl sft` and `train --init-adapters` lines, as written plus a tiny model and budget."""
+    import re
+    import shlex
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    block = readme.split("### Warm start: SFT, then RL", 1)[1]
+    sft_line = re.search(r"^llm-marl sft .*$", block, re.M).group(0)
+    train_line = re.search(r"^llm-marl train .*--init-adapters.*$", block, re.M).group(0)
+    monkeypatch.chdir(tmp_path)  # the lines use the default out-dir, runs/
+    assert main(shlex.split(sft_line)[1:] + ["--model", "tiny-random", "--demos", "2", "--heldout-demos", "1", "--epochs", "1"]) == 0
+    assert main(shlex.split(train_line)[1:] + ["--model", "tiny-random", "--steps", "1", "--eval-episodes", "2",
+                                                "--max-new-tokens", "8", "--no-progress"]) == 0
+    [run] = [p for p in (tmp_path / "runs").iterdir() if p.name.startswith("plan_path__at-grpo")]
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["eval_before"]["episodes"] == summary["eval_after"]["episodes"] == 2
+    assert (run / "learning_curve.png").stat().st_size > 0
