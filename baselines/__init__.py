@@ -51,3 +51,15 @@ def rows(env: str, model: str = "smollm2-135m", engine: str = "hf", steps: int =
         ("MAS + AT-GRPO, shared policy", [*train, "--algo", "at-grpo", "--policy", "shared"]),
         ("MAS + AT-GRPO, per-role policies", [*train, "--algo", "at-grpo", "--policy", "per-role"]),
     ]
+
+
+def row_mode(env: str, argv: list[str]) -> str | None:
+    """The environment variant a row plays (`mode`), None for the multi-agent workflow: its warm start
+    learns from that variant's demonstrations."""
+    for arg in argv:
+        if arg.startswith("--env-arg=mode="):
+            return arg.split("=", 2)[2].strip("'\"")
+    if "--algo" in argv and argv[argv.index("--algo") + 1] == "grpo":
+        return SINGLE_AGENT_VARIANT.get(env, "single")
+    return None
+

@@ -1,12 +1,18 @@
-"""`llm-marl leaderboard`: run a paper's comparison rows (`baselines.rows`) and tabulate them.
+"""`llm-marl leaderboard`: run a paper's comparison rows (`baselines.rows`) over seeds and tabulate them.
 
     llm-marl leaderboard --env mass --model tiny-random --steps 1 --n 4
+    llm-marl leaderboard --env plan_path --seeds 0,1,2 --warm-start-demos 32 --steps 16 --n 32
 
-Each train row trains, then evaluates its adapters on the test split with the environment options
-its run resolved (so the single-agent GRPO row is scored on the single-agent variant it trained on);
-prompt-only rows evaluate the base model. The table (success rate, mean return of each role, train
-and evaluation seconds, the exact command of each row) is printed as markdown and written to
-`<out-dir>/<env>/leaderboard.md` and `leaderboard.json`. `--dry-run` prints the commands only.
+Per seed, each train row trains (`--seed`), then evaluates its adapters on the test split with the
+environment options its run resolved (so the single-agent GRPO row is scored on the single-agent
+variant it trained on); prompt-only rows evaluate the policy as it starts. With `--warm-start-demos N`
+every row of a seed starts from the same kind of warm start: `llm-marl sft` on N oracle episodes of
+the variant the row plays (single agent or workflow), so a prompt-only row is the warm-started policy
+without RL and a trained row adds RL on top; every trained row has the same budget (`--steps` x
+`--envs-per-step`). All rows are scored on the same test instances. The table gives mean ± std over
+seeds of the success rate, the final team reward and each role's mean step reward (the README's
+"Scores"); it is printed as markdown and written to `<out-dir>/<env>/leaderboard.md`,
+`leaderboard.json` and a bar chart `leaderboard.png`. `--dry-run` prints the commands only.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
+import statistics
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -25,50 +32,104 @@ def slug(name: str) -> str:
 
 
 def run_rows(env: str, model: str, engine: str, steps: int, n: int, out_dir: str | Path, env_args: Sequence[str] = (),
-             max_new_tokens: int = 96, log: Callable[[str], None] = print) -> list[dict[str, Any]]:
-    """Train and evaluate every row of `env`; returns one result per row."""
-    from baselines import rows
+             max_new_tokens: int = 96, seeds: Sequence[int] = (0,), demos: int = 0, sft_args: Sequence[str] = (),
+             train_args: Sequence[str] = (), log: Callable[[str], None] = print) -> list[dict[str, Any]]:
+    """Train and evaluate every row of `env` for each seed; returns one result per row (with its seeds)."""
+    from baselines import row_mode, rows
     from llm_marl.cli import UserError, main
 
-    base = Path(out_dir) / env
-    base.mkdir(parents=True, exist_ok=True)
     user = [*(f"--env-arg={a}" for a in env_args), "--max-new-tokens", str(max_new_tokens)]
-    results = []
-    for name, argv in rows(env, model=model, engine=engine, steps=steps, n_eval=n):
-        key = slug(name)
-        log(f"[{name}] llm-marl {shlex.join(argv)}")
-        t0 = time.perf_counter()
-        train_s = 0.0
-        if argv[0] == "train":
-            if main([*argv, *user, "--out-dir", str(base), "--run-name", key, "--no-progress"]) != 0:
-                raise UserError(f"row {name!r} failed to train; its command: llm-marl {shlex.join(argv)}")
-            train_s = time.perf_counter() - t0
-            saved = json.loads((base / key / "config.json").read_text())
-            evaluation = ["eval", "--env", env, "--model", model, "--engine", engine, "--n", str(n), "--split", "test",
-                          "--adapters", str(base / key / "adapters"), "--policy", saved["model"]["policy"],
-                          "--max-new-tokens", str(max_new_tokens),
-                          *(f"--env-arg={k}={v!r}" for k, v in saved["resolved_env_args"].items())]
-        else:
-            evaluation = [*argv, *user]
-        t1 = time.perf_counter()
-        scores = base / f"{key}.eval.json"
-        if main([*evaluation, "--out", str(scores)]) != 0:
-            raise UserError(f"row {name!r} failed to evaluate; its command: llm-marl {shlex.join(evaluation)}")
-        result = json.loads(scores.read_text())
-        results.append({"row": name, "command": "llm-marl " + shlex.join(argv), "success_rate": result["success_rate"],
-                        "mean_return": result["mean_return"], "episodes": result["episodes"],
-                        "train_s": round(train_s, 1), "eval_s": round(time.perf_counter() - t1, 1)})
-    return results
+    table = rows(env, model=model, engine=engine, steps=steps, n_eval=n)
+    results = {name: {"row": name, "command": "llm-marl " + shlex.join(argv), "seeds": []} for name, argv in table}
+
+    def call(argv: list[str], what: str) -> None:
+        log(f"[{what}] llm-marl {shlex.join(argv)}")
+        if main(argv) != 0:
+            raise UserError(f"{what} failed; its command: llm-marl {shlex.join(argv)}")
+
+    for seed in seeds:
+        base = Path(out_dir) / env / f"seed{seed}"
+        base.mkdir(parents=True, exist_ok=True)
+        warm: dict[str | None, Path] = {}
+        for name, argv in table:
+            key, mode = slug(name), row_mode(env, argv)
+            if demos and mode not in warm:
+                warm[mode] = base / f"sft-{mode or 'workflow'}"
+                call(["sft", "--env", env, *(f"--env-arg={a}" for a in env_args), *([f"--env-arg=mode={mode!r}"] if mode else []),
+                      "--model", model, "--demos", str(demos), "--seed", str(seed), "--out-dir", str(base),
+                      "--run-name", warm[mode].name, *sft_args], f"seed {seed}: warm start {mode or 'workflow'}")
+            init = ["--init-adapters", str(warm[mode])] if demos else []
+            t0 = time.perf_counter()
+            train_s = 0.0
+            if argv[0] == "train":
+                call([*argv, *user, *init, *train_args, "--seed", str(seed), "--out-dir", str(base), "--run-name", key,
+                      "--no-progress"], f"seed {seed}: {name}")
+                train_s = time.perf_counter() - t0
+                saved = json.loads((base / key / "config.json").read_text())
+                evaluation = ["eval", "--env", env, "--model", model, "--engine", engine, "--n", str(n), "--split", "test",
+                              "--adapters", str(base / key / "adapters"), "--policy", saved["model"]["policy"],
+                              "--max-new-tokens", str(max_new_tokens),
+                              *(f"--env-arg={k}={v!r}" for k, v in saved["resolved_env_args"].items())]
+            else:
+                evaluation = [*argv, *user, *(["--adapters", str(warm[mode] / "adapters")] if demos else [])]
+            t1 = time.perf_counter()
+            scores = base / f"{key}.eval.json"
+            call([*evaluation, "--out", str(scores)], f"seed {seed}: {name}, evaluation")
+            result = json.loads(scores.read_text())
+            results[name]["seeds"].append({
+                "seed": seed, "success_rate": result["success_rate"], "final_team_reward": result["final_team_reward"],
+                "mean_reward": result["mean_reward"], "mean_return": result["mean_return"], "episodes": result["episodes"],
+                "train_s": round(train_s, 1), "eval_s": round(time.perf_counter() - t1, 1)})
+    return [aggregate(r) for r in results.values()]
+
+
+def _mean_std(values: list[float]) -> dict[str, float]:
+    return {"mean": statistics.fmean(values), "std": statistics.stdev(values) if len(values) > 1 else 0.0}
+
+
+def aggregate(result: dict[str, Any]) -> dict[str, Any]:
+    """Mean and sample std over seeds of each score."""
+    per_seed = result["seeds"]
+    roles = sorted({role for s in per_seed for role in s["mean_reward"]})
+    return {**result,
+            "success_rate": _mean_std([s["success_rate"] for s in per_seed]),
+            "final_team_reward": _mean_std([s["final_team_reward"] for s in per_seed]),
+            "mean_reward": {role: _mean_std([s["mean_reward"][role] for s in per_seed if role in s["mean_reward"]]) for role in roles},
+            "episodes": per_seed[0]["episodes"], "train_s": round(statistics.fmean(s["train_s"] for s in per_seed), 1)}
 
 
 def markdown(env: str, results: list[dict[str, Any]]) -> str:
-    roles = sorted({r for res in results for r in res["mean_return"]})
-    lines = [f"| {env} row | success | " + " | ".join(f"return {r}" for r in roles) + " | train s | eval s |",
-             "|---|---:|" + "---:|" * len(roles) + "---:|---:|"]
+    roles = sorted({r for res in results for r in res["mean_reward"]})
+    show = lambda m: f"{m['mean']:.3f} ± {m['std']:.3f}"  # noqa: E731
+    seeds = len(results[0]["seeds"]) if results else 0
+    lines = [f"| {env} row ({seeds} seed{'s' * (seeds != 1)}) | success | final team reward | "
+             + " | ".join(f"reward {r}" for r in roles) + " | train s |",
+             "|---|---:|---:|" + "---:|" * len(roles) + "---:|"]
     for res in results:
-        returns = " | ".join(f"{res['mean_return'][r]:.3f}" if r in res["mean_return"] else "-" for r in roles)
-        lines.append(f"| {res['row']} | {res['success_rate']:.3f} | {returns} | {res['train_s']} | {res['eval_s']} |")
+        rewards = " | ".join(show(res["mean_reward"][r]) if r in res["mean_reward"] else "-" for r in roles)
+        lines.append(f"| {res['row']} | {show(res['success_rate'])} | {show(res['final_team_reward'])} | {rewards} | {res['train_s']} |")
     return "\n".join(lines)
+
+
+def bar_chart(env: str, results: list[dict[str, Any]], path: str | Path) -> Path:
+    """Success rate and final team reward per row, mean with a bar of ± one std over seeds."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = [r["row"] for r in results]
+    fig, ax = plt.subplots(figsize=(max(6, 1.6 * len(names)), 4), constrained_layout=True)
+    width = 0.38
+    for i, (key, label) in enumerate((("success_rate", "success"), ("final_team_reward", "final team reward"))):
+        xs = [j + (i - 0.5) * width for j in range(len(names))]
+        ax.bar(xs, [r[key]["mean"] for r in results], width, yerr=[r[key]["std"] for r in results], capsize=3, label=label)
+    ax.set_xticks(range(len(names)), names, rotation=15, ha="right", fontsize=8)
+    ax.set(ylim=(0, 1.05), ylabel="held-out test, greedy", title=f"{env}: mean ± std over {len(results[0]['seeds'])} seed(s)")
+    ax.legend(fontsize=8)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return Path(path)
 
 
 def cmd_leaderboard(args: Any) -> int:
@@ -77,29 +138,40 @@ def cmd_leaderboard(args: Any) -> int:
 
     try:
         table = rows(args.env, model=args.model, engine=args.engine, steps=args.steps, n_eval=args.n)
+        seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
     except ValueError as exc:
-        raise UserError(str(exc)) from None
+        raise UserError(str(exc) if "seeds" not in str(exc) else f"--seeds takes integers like 0,1,2 ({exc})") from None
+    if not seeds:
+        raise UserError("--seeds needs at least one seed, e.g. --seeds 0,1,2")
     if args.dry_run:
         for name, argv in table:
             print(f"{name}: llm-marl {shlex.join(argv)}")
         return 0
     results = run_rows(args.env, args.model, args.engine, args.steps, args.n, args.out_dir, args.env_arg, args.max_new_tokens,
+                       seeds=seeds, demos=args.warm_start_demos, sft_args=args.sft_arg, train_args=args.train_arg,
                        log=lambda msg: print(msg, flush=True))
     text = markdown(args.env, results)
     folder = Path(args.out_dir) / args.env
     (folder / "leaderboard.md").write_text(text + "\n")
     (folder / "leaderboard.json").write_text(json.dumps(results, indent=2) + "\n")
+    bar_chart(args.env, results, folder / "leaderboard.png")
     print(text)
     return 0
 
 
 def add_command(sub: Any) -> None:
-    p = sub.add_parser("leaderboard", help="run a paper's comparison rows (train + eval) and tabulate them")
+    p = sub.add_parser("leaderboard", help="run a paper's comparison rows (warm start, train, eval) over seeds and tabulate them")
     p.add_argument("--env", required=True, help="environment whose rows to run (see baselines.rows)")
     p.add_argument("--model", default="smollm2-135m", help="model of every row")
     p.add_argument("--engine", default="hf", choices=["hf", "vllm"], help="sampling backend of every row")
     p.add_argument("--steps", type=int, default=150, help="training steps of each train row (the papers' budget: 150)")
-    p.add_argument("--n", type=int, default=100, help="test episodes per row")
+    p.add_argument("--n", type=int, default=100, help="test episodes per row (the same instances for every row and seed)")
+    p.add_argument("--seeds", default="0", help="comma-separated run seeds, e.g. 0,1,2: mean ± std over them")
+    p.add_argument("--warm-start-demos", type=int, default=0,
+                   help="start every row from `llm-marl sft` on this many oracle episodes of its variant (0 = the base model)")
+    p.add_argument("--sft-arg", action="append", default=[], metavar="ARG", help="extra `llm-marl sft` argument, e.g. --sft-arg=--epochs=1")
+    p.add_argument("--train-arg", action="append", default=[], metavar="ARG",
+                   help="extra argument of every train row, e.g. --train-arg=--lr=2e-4 (the same budget for all)")
     p.add_argument("--max-new-tokens", type=int, default=96, help="longest reply, in tokens")
     p.add_argument("--env-arg", action="append", default=[], metavar="KEY=VALUE", help="environment option for every row")
     p.add_argument("--out-dir", default="runs/leaderboard", help="where runs, scores and the table go")
