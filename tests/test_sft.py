@@ -149,3 +149,20 @@ def test_readme_warm_start_commands_run(tmp_path, monkeypatch):
     summary = json.loads((run / "summary.json").read_text())
     assert summary["eval_before"]["episodes"] == summary["eval_after"]["episodes"] == 2
     assert (run / "learning_curve.png").stat().st_size > 0
+
+
+def test_the_coords_program_is_exact_and_falls_back_where_walls_block_it():
+    from agents.oracle import make_oracle
+    from agents.oracle.plan_path import straight_route
+
+    assert straight_route(["A.", ".G"]) == ["D", "R"]
+    assert straight_route(["A.", "#G"]) is None  # rows first runs into the wall
+    oracle = make_oracle("plan_path", program="coords")
+    task = lambda grid: {"messages": [{"role": "user", "content": "Grid (row 0 at the top):\n" + "\n".join(grid) + "\n\nrest"}]}  # noqa: E731
+    assert "moves = " in oracle.act("tool", task(["A.", ".G"]))
+    assert "BFS from A to G" in oracle.act("tool", task(["A.", "#G"]))
+    quick = {"height": 4, "width": 4, "wall_density": 0.15, "min_path_length": 2, "max_path_length": 4, "max_turns": 1}
+    records = list(oracle_demonstrations("plan_path", 40, env_kwargs=quick, oracle_options={"program": "coords"}))
+    assert all(r["reward"] == 1.0 for r in records)
+    with pytest.raises(ValueError, match="program must be one of"):
+        make_oracle("plan_path", program="magic")

@@ -71,6 +71,14 @@ def bfs(grid: list[str]) -> list[str]:
     return path[::-1]
 
 
+def straight_route(grid: list[str]) -> list[str] | None:
+    """The rows-first Manhattan route from A to G (what the coords program prints) if no wall blocks it."""
+    cells = {(r, c): ch for r, row in enumerate(grid) for c, ch in enumerate(row)}
+    (r, c), (gr, gc) = (next(p for p, ch in cells.items() if ch == mark) for mark in "AG")
+    moves = ["U"] * (r - gr) + ["D"] * (gr - r) + ["L"] * (c - gc) + ["R"] * (gc - c)
+    return moves if reaches_goal(grid, moves) else None
+
+
 def reaches_goal(grid: list[str], moves: list[str]) -> bool:
     cells = {(r, c): ch for r, row in enumerate(grid) for c, ch in enumerate(row)}
     pos = next(p for p, ch in cells.items() if ch == "A")
@@ -82,14 +90,27 @@ def reaches_goal(grid: list[str], moves: list[str]) -> bool:
     return cells[pos] == "G"
 
 
+COORDS_PROGRAM = """r, c = {start}
+gr, gc = {goal}
+moves = ["U"] * (r - gr) + ["D"] * (gr - r) + ["L"] * (c - gc) + ["R"] * (gc - c)
+print("[" + ", ".join(moves) + "]")
+"""
+
+
 class PlanPathOracle(Agent):
-    """`program="search"`: the tool writes the BFS program above (it really searches, in the sandbox);
-    `"answer"`: a one-line program printing the path the oracle found (short demonstrations for small
-    models and short reply budgets)."""
+    """How the tool writes its program:
+    - `program="search"`: the BFS program above (it really searches, in the sandbox);
+    - `"coords"`: a short program that computes the moves from the start and goal coordinates (a
+      shortest path whenever the straight route, rows first, is free; where walls block it, the
+      oracle writes the BFS program instead);
+    - `"answer"`: a one-line program printing the path the oracle found.
+    The short styles suit small models and short reply budgets."""
+
+    PROGRAMS = ("search", "coords", "answer")
 
     def __init__(self, program: str = "search"):
-        if program not in ("search", "answer"):
-            raise ValueError(f"program must be 'search' or 'answer', got {program!r}")
+        if program not in self.PROGRAMS:
+            raise ValueError(f"program must be one of {', '.join(self.PROGRAMS)}, got {program!r}")
         self.program = program
 
     def act(self, role: str, observation: dict[str, Any]) -> str:
@@ -97,6 +118,12 @@ class PlanPathOracle(Agent):
         grid = parse_grid(task)
         if role == "tool" and self.program == "answer":
             return "```python\nprint(\"[" + ", ".join(bfs(grid)) + "]\")\n```"
+        if role == "tool" and self.program == "coords":
+            straight = straight_route(grid)
+            if straight is not None:
+                start, goal = (next((r, c) for r, row in enumerate(grid) for c, ch in enumerate(row) if ch == mark)
+                               for mark in "AG")
+                return "```python\n" + COORDS_PROGRAM.format(start=f"{start[0]}, {start[1]}", goal=f"{goal[0]}, {goal[1]}") + "```"
         if role == "tool":
             return "BFS from A to G over free cells.\n```python\n" + TOOL_PROGRAM.format(grid="\n".join(grid)) + "```"
         found = re.search(r"Tool proposed action list: \[([^\]]*)\]", task)
