@@ -16,7 +16,8 @@ from llm_marl.rollout import make_tasks, parallel, rollout
 
 def evaluate(engine: Engine, env: str, *, n: int = 50, split: str = "test", seed: int = 0,
              env_kwargs: Mapping[str, Any] | None = None, sigma: Any = None,
-             sampling: SamplingParams = SamplingParams(temperature=0.0, max_new_tokens=256)) -> dict[str, Any]:
+             sampling: SamplingParams = SamplingParams(temperature=0.0, max_new_tokens=256),
+             on_wave: Any = None) -> dict[str, Any]:
     """Play `n` episodes of `env` on `split` (instance seeds seed..seed+n-1), one line of play each.
 
     What each number means (the README's "Scores" section says the same):
@@ -28,11 +29,13 @@ def evaluate(engine: Engine, env: str, *, n: int = 50, split: str = "test", seed
       with the number of turns taken, so compare it only between runs with the same turn budget.
     - `format_error_rate[role]`: replies that ended normally but did not follow the answer format;
       `truncated_rate[role]`: replies cut off at `max_new_tokens` (not counted as format errors).
+
+    `on_wave` is the rollout's progress callback (`llm_marl.rollout.rollout`).
     """
     if n < 1:
         raise ValueError(f"n must be >= 1, got {n}")
     tasks = make_tasks(env, range(seed, seed + n), split=split, env_kwargs=env_kwargs)
-    out = rollout(tasks, parallel(1), engine, sigma=sigma, sampling=sampling)
+    out = rollout(tasks, parallel(1), engine, sigma=sigma, sampling=sampling, on_wave=on_wave)
     returns: dict[str, list[float]] = defaultdict(list)
     for episode in out.episodes:
         for role, value in episode.returns.items():

@@ -9,6 +9,8 @@ progress bar shows them, and the run's summary counts them.
 
 from __future__ import annotations
 
+from typing import Any
+
 
 def groups_with_variance(metrics: dict[str, float]) -> tuple[int, int]:
     """(groups whose members' credits differ, all groups) of a step's `advantage/` metrics."""
@@ -87,3 +89,18 @@ def step_line(step: int, steps: int, metrics: dict[str, float]) -> str:
     rewards = " ".join(f"{k[2:]} {v}" for k, v in fields.items() if k.startswith("r_"))
     return (f"step {step}/{steps}: success {fields['success']}, reward {rewards}, groups with variance {fields['signal']}, "
             f"{metrics.get('perf/step_s', 0.0):.1f} s")
+
+
+def wave_progress(desc: str, total: int | None, enabled: bool) -> tuple[Any, Any]:
+    """A transient progress bar inside a step (rollout waves, evaluation episodes) and the rollout
+    callback that advances it: episodes finished, waves and replies so far. Off when `enabled` is False."""
+    from tqdm import tqdm
+
+    bar = tqdm(desc=desc, total=total, unit="episode", leave=False, disable=not enabled)
+
+    def on_wave(counts: dict[str, int]) -> None:
+        bar.n = counts["episodes"]
+        bar.set_postfix(waves=counts["waves"], replies=counts["completions"], refresh=False)
+        bar.refresh()
+
+    return bar, on_wave

@@ -122,10 +122,15 @@ def cmd_train(args: argparse.Namespace) -> int:
         raise UserError(str(exc)) from None
     from llm_marl.runs import RunDirError
 
+    from llm_marl.trainer import TrainingInterrupted
+
     try:
         run = train(config, resume=args.resume, log=lambda msg: print(msg, file=sys.stderr))
     except RunDirError as exc:
         raise UserError(str(exc)) from None
+    except TrainingInterrupted as exc:
+        print(f"llm-marl: {exc}", file=sys.stderr)
+        return 130
     metrics = run.metrics()
     print(json.dumps({"run_dir": str(run.path), "steps": len(metrics),
                       "last": {k: v for k, v in (metrics[-1] if metrics else {}).items() if k.startswith(("step", "reward/success", "credit/"))}}))

@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import shutil
 import time
 import warnings
 from collections import defaultdict
@@ -42,7 +43,7 @@ from llm_marl.engines.base import SamplingParams
 from llm_marl.loss import LossConfig, policy_loss
 from llm_marl.rollout import Rollout, Sample, batches_by_adapter, collate, make_tasks, rollout
 from llm_marl.runs import RunDir
-from llm_marl.signal import postfix, run_counts, signal_metrics, step_line, step_messages
+from llm_marl.signal import postfix, run_counts, signal_metrics, step_line, step_messages, wave_progress
 
 TRAINER_STATE = "trainer_state.pt"
 
@@ -379,7 +380,7 @@ def train(config: TrainConfig, resume: str | None = None, log: Any = print,
         if aside is not None:
             log(f"metrics and trajectories of steps after {start - 1} (to be redone) moved to {aside}")
 
-    engine = build_engine(config, policy) if engine_factory is None else engine_factory(policy)
+    engine = None
     own_logprobs = config.model.engine == "hf" and engine_factory is None
     plan = algorithm.sampling_plan(config.algo)
     if config.credit.enabled:
@@ -388,43 +389,53 @@ def train(config: TrainConfig, resume: str | None = None, log: Any = print,
     segment = getattr(config.algo, "loss_segment", "sample")
     hints: set[str] = set()
     log(f"run directory: {run.path}")
-    try:
-        from tqdm import tqdm
+    from tqdm import tqdm
 
-        if run_cfg.eval_episodes and not (run.path / EVAL_BEFORE).exists():
-            held_out_eval(config, engine, policy, run.path / EVAL_BEFORE, "before training", log)
+    def one_step(step: int, on_wave: Any) -> tuple[dict[str, float], Rollout]:
+        """Rollout, credit and advantages, the update, and the adapters pushed to the engine."""
+        t0 = time.perf_counter()
+        tasks = make_tasks(run_cfg.env, step_seeds(run_cfg.seed, step, run_cfg.envs_per_step), split="train", env_kwargs=env_kwargs)
+        sampling = SamplingParams(temperature=config.sampling.temperature, max_new_tokens=config.sampling.max_new_tokens,
+                                  seed=step_seeds(run_cfg.seed + 1, step, 1)[0])
+        out = rollout(tasks, plan, engine, sigma=policy, sampling=sampling, on_wave=on_wave)
+        t1 = time.perf_counter()
+        metrics = step_metrics(out)
+        credit = (lambda r: assign_shapley(r, config.credit)) if config.credit.enabled else None
+        metrics.update(assign_advantages(out, algorithm, config.algo, AdvantageConfig(), credit=credit))
+        metrics.update(signal_metrics(metrics))
+        if not own_logprobs:
+            recompute_old_logprobs(policy, out.samples, sampling.temperature)
+        rng = np.random.default_rng(step_seeds(run_cfg.seed + 2, step, 1)[0])
+        metrics.update(update_policy(policy, optimizers, out.samples, config.optim, loss_config, sampling.temperature, segment, rng))
+        if config.credit.dpo_beta > 0:
+            pairs, pair_stats = preference_pairs(out)
+            metrics.update(pair_stats)
+            metrics.update(update_dpo(policy, optimizers, pairs, config.credit.dpo_beta, config.optim, sampling.temperature))
+        with warnings.catch_warnings():
+            # An adapter that took no optimiser step this step is reported by step_messages.
+            warnings.filterwarnings("ignore", message=r"Detected call of `lr_scheduler\.step\(\)` before")
+            for scheduler in schedulers.values():
+                scheduler.step()
+        engine.sync_adapters()
+        t2 = time.perf_counter()
+        metrics.update({"perf/rollout_s": t1 - t0, "perf/update_s": t2 - t1, "perf/step_s": t2 - t0,
+                        "perf/generated_tokens": float(sum(len(s.response_ids) for s in out.samples)),
+                        "optim/lr": schedulers[policy.adapters[0]].get_last_lr()[0]})
+        return metrics, out
+
+    step = start - 1
+    try:
+        engine = build_engine(config, policy) if engine_factory is None else engine_factory(policy)
         steps = tqdm(range(start, run_cfg.steps + 1), initial=start - 1, total=run_cfg.steps, desc="train",
                      disable=not run_cfg.progress or None)
-        say = steps.write if not steps.disable else log  # messages between bar updates, or as plain log lines
+        bars = not steps.disable
+        say = steps.write if bars else log  # messages between bar updates, or as plain log lines
+        if run_cfg.eval_episodes and not (run.path / EVAL_BEFORE).exists():
+            held_out_eval(config, engine, policy, run.path / EVAL_BEFORE, "before training", log, bars)
         for step in steps:
-            t0 = time.perf_counter()
-            tasks = make_tasks(run_cfg.env, step_seeds(run_cfg.seed, step, run_cfg.envs_per_step), split="train", env_kwargs=env_kwargs)
-            sampling = SamplingParams(temperature=config.sampling.temperature, max_new_tokens=config.sampling.max_new_tokens,
-                                      seed=step_seeds(run_cfg.seed + 1, step, 1)[0])
-            out = rollout(tasks, plan, engine, sigma=policy, sampling=sampling)
-            t1 = time.perf_counter()
-            metrics = step_metrics(out)
-            credit = (lambda r: assign_shapley(r, config.credit)) if config.credit.enabled else None
-            metrics.update(assign_advantages(out, algorithm, config.algo, AdvantageConfig(), credit=credit))
-            metrics.update(signal_metrics(metrics))
-            if not own_logprobs:
-                recompute_old_logprobs(policy, out.samples, sampling.temperature)
-            rng = np.random.default_rng(step_seeds(run_cfg.seed + 2, step, 1)[0])
-            metrics.update(update_policy(policy, optimizers, out.samples, config.optim, loss_config, sampling.temperature, segment, rng))
-            if config.credit.dpo_beta > 0:
-                pairs, pair_stats = preference_pairs(out)
-                metrics.update(pair_stats)
-                metrics.update(update_dpo(policy, optimizers, pairs, config.credit.dpo_beta, config.optim, sampling.temperature))
-            with warnings.catch_warnings():
-                # An adapter that took no optimiser step this step is reported by step_messages below.
-                warnings.filterwarnings("ignore", message=r"Detected call of `lr_scheduler\.step\(\)` before")
-                for scheduler in schedulers.values():
-                    scheduler.step()
-            engine.sync_adapters()
-            t2 = time.perf_counter()
-            metrics.update({"perf/rollout_s": t1 - t0, "perf/update_s": t2 - t1, "perf/step_s": t2 - t0,
-                            "perf/generated_tokens": float(sum(len(s.response_ids) for s in out.samples)),
-                            "optim/lr": schedulers[policy.adapters[0]].get_last_lr()[0]})
+            bar, on_wave = wave_progress(f"step {step} rollout", run_cfg.envs_per_step, bars)
+            with bar:
+                metrics, out = one_step(step, on_wave)
             run.log_metrics(step, metrics)
             run.write_trajectories(step, trajectory_records(out))
             if step % run_cfg.checkpoint_every == 0 or step == run_cfg.steps:
@@ -434,15 +445,22 @@ def train(config: TrainConfig, resume: str | None = None, log: Any = print,
                             "schedulers": {a: s.state_dict() for a, s in schedulers.items()}}, tmp / TRAINER_STATE)
                 run.commit_checkpoint(step, tmp)
             steps.set_postfix(postfix(metrics))
-            if steps.disable:
+            if not bars:
                 say(step_line(step, run_cfg.steps, metrics))
             for message in step_messages(metrics, list(policy.adapters), hints, env=run_cfg.env):
                 say(f"step {step}: {message}")
         policy.save(run.path / "adapters")
         if run_cfg.eval_episodes:
-            held_out_eval(config, engine, policy, run.path / EVAL_AFTER, "after training", log)
+            held_out_eval(config, engine, policy, run.path / EVAL_AFTER, "after training", log, bars)
+    except KeyboardInterrupt:
+        raise TrainingInterrupted(interrupted_message(run, step + 1, resume)) from None
+    except BaseException:
+        if not resume and not run.metrics():
+            shutil.rmtree(run.path, ignore_errors=True)  # a start that failed leaves nothing behind
+        raise
     finally:
-        engine.close()
+        if engine is not None:
+            engine.close()
     summary = write_summary(run, list(policy.adapters))
     for line in summary_lines(summary):
         log(line)
@@ -458,13 +476,29 @@ def train(config: TrainConfig, resume: str | None = None, log: Any = print,
 EVAL_BEFORE, EVAL_AFTER, SUMMARY = "eval_before.json", "eval_after.json", "summary.json"
 
 
-def held_out_eval(config: TrainConfig, engine: Any, policy: Any, path: Any, when: str, log: Any) -> dict[str, Any]:
+class TrainingInterrupted(KeyboardInterrupt):
+    """Ctrl-C during training; the message says where the last checkpoint is and how to resume."""
+
+
+def interrupted_message(run: RunDir, step: int, resume: str | None) -> str:
+    latest = run.latest_checkpoint()
+    where = f"the last checkpoint is {latest[1]} (step {latest[0]})" if latest else "no checkpoint was written yet"
+    if not latest and not resume and not run.metrics():
+        return f"interrupted during step {step}; nothing was trained yet, so {run.path} was removed"
+    return f"interrupted during step {step}; {where}; continue with: llm-marl train --resume {run.path}"
+
+
+def held_out_eval(config: TrainConfig, engine: Any, policy: Any, path: Any, when: str, log: Any,
+                  bars: bool = False) -> dict[str, Any]:
     """Greedy episodes of the test split (the same instances before and after), written to `path`."""
     from llm_marl.evaluate import evaluate
 
     t0 = time.perf_counter()
-    result = evaluate(engine, config.run.env, n=config.run.eval_episodes, split="test", seed=0, env_kwargs=config.env_kwargs(),
-                      sigma=policy, sampling=SamplingParams(temperature=0.0, max_new_tokens=config.sampling.max_new_tokens))
+    bar, on_wave = wave_progress(f"held-out eval {when}", config.run.eval_episodes, bars)
+    with bar:
+        result = evaluate(engine, config.run.env, n=config.run.eval_episodes, split="test", seed=0,
+                          env_kwargs=config.env_kwargs(), sigma=policy, on_wave=on_wave,
+                          sampling=SamplingParams(temperature=0.0, max_new_tokens=config.sampling.max_new_tokens))
     result["seconds"] = round(time.perf_counter() - t0, 1)
     path.write_text(json.dumps(result, indent=2) + "\n")
     rewards = ", ".join(f"{role} {value:.3f}" for role, value in result["mean_reward"].items())

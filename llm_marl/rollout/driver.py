@@ -228,12 +228,14 @@ def _wave_sampling(sampling: SamplingParams, wave: int) -> SamplingParams:
 
 
 def rollout(tasks: list[Task], plan: SamplingPlan, engine: Engine, sigma: Sigma = None,
-            sampling: SamplingParams | None = None, max_steps: int = 256) -> Rollout:
+            sampling: SamplingParams | None = None, max_steps: int = 256,
+            on_wave: Callable[[dict[str, int]], None] | None = None) -> Rollout:
     """Play every task to the end under `plan`, one `engine.generate` call per wave.
 
     `sigma` maps a role to its adapter (AT-GRPO's σ). `sampling` is used for every call; with a
     seed, wave w samples with a seed derived from (seed, w). A line of play that takes more than
-    `max_steps` agent steps is stopped and recorded with `Episode.cut = True`.
+    `max_steps` agent steps is stopped and recorded with `Episode.cut = True`. `on_wave` (progress
+    display) is called after each wave with the counts so far: waves, completions, episodes, live.
     """
     sampling = sampling or SamplingParams()
     adapter_of = resolve_sigma(sigma)
@@ -301,6 +303,10 @@ def rollout(tasks: list[Task], plan: SamplingPlan, engine: Engine, sigma: Sigma 
                     stats["counterfactual_fixed_replies"] += len(replies)
             live.extend(plan.expand(Turn(rec, branch, agent, obs, adapter, prompt_ids, replies)))
         wave += 1
+        if on_wave is not None:
+            on_wave({"waves": wave, "completions": stats["completions"], "episodes": len(rec.episodes), "live": len(live)})
+    if on_wave is not None:  # the last wave's lines were recorded as finished after its report
+        on_wave({"waves": wave, "completions": stats["completions"], "episodes": len(rec.episodes), "live": 0})
     stats["waves"] = wave
     stats["samples"] = len(rec.samples)
     stats["episodes"] = len(rec.episodes)

@@ -1,0 +1,61 @@
+"""Progress a person can follow (issue 13, item 2): progress inside a step, Ctrl-C that says how to
+resume, and no empty run directory after a failed start."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from llm_marl.engines.base import SamplingParams
+from llm_marl.engines.scripted import ScriptedEngine
+from llm_marl.rollout import make_tasks, rollout, tree
+
+QUICK = {"height": 3, "width": 3, "wall_density": 0.1, "min_path_length": 2, "max_path_length": 3, "max_turns": 1}
+ARGS = ["--algo", "at-grpo", "--env", "plan_path", *(f"--env-arg={k}={v}" for k, v in QUICK.items()), "--model", "tiny-random",
+        "--K", "2", "--max-new-tokens", "6", "--lora-r", "4", "--lora-alpha", "8", "--no-progress"]
+
+
+def test_the_rollout_reports_every_wave():
+    seen = []
+    out = rollout(make_tasks("plan_path", [0, 1], env_kwargs=QUICK), tree(2), ScriptedEngine(lambda r, k: "#### [U]"),
+                  sampling=SamplingParams(seed=0), on_wave=seen.append)
+    assert [c["waves"] for c in seen] == [*range(1, out.stats["waves"] + 1), out.stats["waves"]]
+    assert seen[-1] == {"waves": out.stats["waves"], "completions": out.stats["completions"], "episodes": 2, "live": 0}
+    assert [c["episodes"] for c in seen] == sorted(c["episodes"] for c in seen)
+
+
+def test_a_failed_start_leaves_no_run_directory(tmp_path):
+    from llm_marl.config import ModelConfig, RunConfig
+    from llm_marl.trainer import TrainConfig, train
+
+    def broken_engine(policy):
+        raise RuntimeError("the engine could not start")
+
+    config = TrainConfig(model=ModelConfig(model="tiny-random", lora_r=4, lora_alpha=8),
+                         run=RunConfig(env="plan_path", env_args=QUICK, out_dir=str(tmp_path), run_name="r", progress=False))
+    with pytest.raises(RuntimeError, match="could not start"):
+        train(config, log=lambda *_: None, engine_factory=broken_engine)
+    assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.slow
+def test_ctrl_c_says_where_the_checkpoint_is_and_how_to_resume(tmp_path):
+    exe = str(Path(sys.executable).with_name("llm-marl"))
+    proc = subprocess.Popen([exe, "train", *ARGS, "--steps", "50", "--out-dir", str(tmp_path), "--run-name", "r"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    latest = tmp_path / "r" / "checkpoints" / "LATEST"
+    deadline = time.time() + 300
+    while not latest.exists() and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("llm-marl: interrupted during step") and "checkpoints/step_" in last
+    assert last.endswith(f"continue with: llm-marl train --resume {tmp_path / 'r'}") and "Traceback" not in err
