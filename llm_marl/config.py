@@ -9,10 +9,14 @@ from __future__ import annotations
 import argparse
 import ast
 import dataclasses
+import json
 import types
 import typing
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
+
+import yaml
 
 
 def opt(default: Any, help: str, **kw: Any) -> Any:
@@ -180,3 +184,33 @@ def from_args(cls: type, args: argparse.Namespace, base: dict[str, Any] | None =
             value = getattr(args, f.name)
             values[f.name] = dict(value) if _base_type(hints[f.name]) is dict else value
     return cls(**{k: v for k, v in values.items() if k in {f.name for f in dataclasses.fields(cls)}})
+
+
+def read_config_file(path: str | Path, sections: dict[str, type | None]) -> dict[str, Any]:
+    """A `--config` file (YAML or JSON) as {section: {field: value}}, checked against `sections`
+    ({name: dataclass}, or None for a section that is accepted and ignored, like a run's
+    `resolved_env_args`). The format is a run's `config.json`, so any run's resolved config works."""
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"--config {path}: no such file")
+    try:
+        text = path.read_text()
+        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+    except (ValueError, yaml.YAMLError, UnicodeDecodeError) as exc:
+        raise ValueError(f"--config {path} does not parse ({type(exc).__name__}: {str(exc).splitlines()[0]})") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"--config {path} must map sections ({', '.join(sections)}) to their settings")
+    for name, values in data.items():
+        if name not in sections:
+            raise ValueError(f"--config {path}: unknown section {name!r}; sections are {', '.join(sections)}")
+        cls = sections[name]
+        if cls is None:
+            continue
+        if not isinstance(values, dict):
+            raise ValueError(f"--config {path}: section {name!r} must map settings to values")
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ValueError(f"--config {path}: section {name!r} has no setting {', '.join(map(repr, unknown))}; "
+                             f"it has {', '.join(sorted(known))}")
+    return data

@@ -13,19 +13,31 @@ from llm_marl.config import ModelConfig, OptimConfig, RunConfig, SamplingConfig,
 
 
 def chosen_algorithm(argv: Sequence[str]) -> str:
-    """The --algo of a train command line (its flags depend on it), or the saved one with --resume."""
+    """The --algo of a train command line (its flags depend on it): the saved one with --resume, else
+    the flag, else the one of a --config file, else the default."""
     pre = argparse.ArgumentParser(add_help=False)
-    pre.add_argument("--algo", default=RunConfig.algo)
+    pre.add_argument("--algo", default=None)
     pre.add_argument("--resume", default=None)
+    pre.add_argument("--config", default=None)
     known, _ = pre.parse_known_args(argv)
-    if known.resume:
-        try:
+    try:
+        if known.resume:
             from llm_marl.runs import RunDir
 
             return RunDir.open(known.resume).load_config()["run"]["algo"]
-        except (ValueError, KeyError, TypeError):
-            pass  # a missing or damaged run directory is reported (one line) when the command runs
-    return known.algo
+        if known.algo is None and known.config:
+            return str(_read_train_config(known.config).get("run", {}).get("algo", RunConfig.algo))
+    except (ValueError, KeyError, TypeError, AttributeError):
+        pass  # a missing or damaged file is reported (one line) when the command runs
+    return known.algo or RunConfig.algo
+
+
+def _read_train_config(path: str) -> dict[str, Any]:
+    from llm_marl.config import read_config_file
+    from llm_marl.credit.team import CreditConfig
+
+    return read_config_file(path, {"model": ModelConfig, "sampling": SamplingConfig, "optim": OptimConfig, "run": RunConfig,
+                                   "algo": None, "credit": CreditConfig, "resolved_env_args": None})
 
 
 def add_commands(sub: Any, argv: Sequence[str]) -> None:
@@ -50,6 +62,8 @@ def add_commands(sub: Any, argv: Sequence[str]) -> None:
 
         add_arguments(p, CreditConfig, "credit (any algorithm)")
     p.add_argument("--resume", metavar="RUN_DIR", help="continue a killed run from its last checkpoint (flags given override its config)")
+    p.add_argument("--config", metavar="FILE", help="settings from a YAML or JSON file with the sections of a run's config.json "
+                   "(model, sampling, optim, run, algo, credit); any run's config.json reproduces it; flags override the file")
     p.set_defaults(func=cmd_train, algo_id=algo_id)
 
     p = sub.add_parser("sft", help="fine-tune the LoRA adapters on oracle demonstrations or your transcripts (a warm start for train)",
@@ -58,6 +72,8 @@ def add_commands(sub: Any, argv: Sequence[str]) -> None:
 
     add_arguments(p, SFTConfig, "sft")
     add_arguments(p, ModelConfig, "model", exclude=("engine",))
+    p.add_argument("--config", metavar="FILE", help="settings from a YAML or JSON file with the sections of an sft run's "
+                   "config.json (sft, model); flags override the file")
     p.set_defaults(func=cmd_sft)
 
     p = sub.add_parser("eval", help="success rate and mean rewards of a model (with adapters) on a split; JSON out")
@@ -83,10 +99,16 @@ def cmd_train(args: argparse.Namespace) -> int:
 
     try:
         base: dict[str, Any] = {}
+        if args.resume and args.config:
+            raise ValueError("--resume continues a run with its own saved config; drop --config (flags still override it)")
         if args.resume:
             from llm_marl.runs import RunDir
 
             base = RunDir.open(args.resume).load_config()
+        elif args.config:
+            base = _read_train_config(args.config)
+            if base.get("run", {}).get("algo", args.algo_id) != args.algo_id:
+                base.pop("algo", None)  # --algo chose another algorithm: the file's algorithm settings do not apply
         from llm_marl.algorithms import get as get_algorithm
 
         from llm_marl.credit.team import CreditConfig
@@ -143,7 +165,10 @@ def cmd_sft(args: argparse.Namespace) -> int:
     try:
         from llm_marl.sft import SFTConfig, read_transcripts, run_sft
 
-        config, model = from_args(SFTConfig, args), from_args(ModelConfig, args)
+        from llm_marl.config import read_config_file
+
+        base = read_config_file(args.config, {"sft": SFTConfig, "model": ModelConfig, "resolved_env_args": None}) if args.config else {}
+        config, model = from_args(SFTConfig, args, base.get("sft")), from_args(ModelConfig, args, base.get("model"))
         transcripts, heldout = _sft_transcripts(config)
         run = run_sft(config, model, transcripts, heldout, log=lambda msg: print(msg, file=sys.stderr))
     except (ValueError, TypeError, FileNotFoundError) as exc:
