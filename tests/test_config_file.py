@@ -27,6 +27,10 @@ def test_a_saved_config_reproduces_the_run_and_flags_override_it(tmp_path, capsy
     assert main(["train", *ARGS, "--out-dir", str(tmp_path), "--run-name", "first"]) == 0
     assert main(["train", "--config", str(tmp_path / "first" / "config.json"), "--run-name", "again"]) == 0
     assert saved(tmp_path / "again") == saved(tmp_path / "first")
+    # The README's line: the same settings, another seed.
+    assert main(["train", "--config", str(tmp_path / "first" / "config.json"), "--seed", "1", "--run-name", "seed1"]) == 0
+    other = saved(tmp_path / "seed1")
+    assert other["run"]["seed"] == 1 and {**other, "run": {**other["run"], "seed": 0}} == saved(tmp_path / "first")
     as_yaml = tmp_path / "run.yaml"
     as_yaml.write_text(yaml.safe_dump(saved(tmp_path / "first")))
     assert main(["train", "--config", str(as_yaml), "--run-name", "yaml", "--lr", "1e-3"]) == 0
