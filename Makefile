@@ -35,8 +35,12 @@ $(VLLM_VENV)/.installed: pyproject.toml constraints.txt Makefile
 test-vllm: $(VLLM_VENV)/.installed
 	VLLM_CPU_KVCACHE_SPACE=1 VLLM_ENABLE_V1_MULTIPROCESSING=0 $(VLLM_VENV)/bin/python -m pytest -m vllm tests/test_vllm_engine.py tests/test_training.py
 
+# The main job: a small SFT warm start on oracle demonstrations, then AT-GRPO from it, with held-out
+# greedy evaluations before and after RL (settings in configs/). The SFT run prints its run directory
+# last, as JSON; the RL run starts from its adapters.
 train: $(STAMP)
-	$(VENV)/bin/llm-marl train --algo at-grpo --env plan_path
+	sft=$$($(VENV)/bin/llm-marl sft --config configs/main-sft.yaml | tail -n 1 | $(PY) -c 'import json, sys; print(json.load(sys.stdin)["run_dir"])') && \
+	$(VENV)/bin/llm-marl train --config configs/main-train.yaml --init-adapters "$$sft"
 
 demo: $(STAMP)
 	$(VENV)/bin/llm-marl play --env plan_path --agent oracle --seed 0

@@ -48,6 +48,7 @@ class SFTConfig:
     epochs: int = opt(2, "passes over the examples")
     lr: float = opt(1e-3, "AdamW learning rate of each adapter")
     batch_size: int = opt(8, "examples per optimiser step")
+    micro_batch_size: int = opt(2, "examples per forward and backward pass; their gradients add up to one --batch-size step (the same step, less memory: 8 rows of a 600-token prompt at once took 14 GB)")
     max_length: int = opt(4096, "longest example (prompt + reply), in tokens; longer ones are skipped and counted")
     seed: int = opt(0, "seed of the example order")
     out_dir: str = opt("runs", "root folder of run directories")
@@ -59,8 +60,8 @@ class SFTConfig:
             raise ValueError(f"--demos must be >= 1 (or pass --data), got {self.demos}")
         if not 0.0 <= self.demo_noise < 1.0:
             raise ValueError(f"--demo-noise must be in [0, 1), got {self.demo_noise}")
-        if self.epochs < 1 or self.batch_size < 1 or self.lr <= 0 or self.heldout_demos < 0:
-            raise ValueError("--epochs and --batch-size must be >= 1, --lr > 0 and --heldout-demos >= 0")
+        if self.epochs < 1 or self.batch_size < 1 or self.micro_batch_size < 1 or self.lr <= 0 or self.heldout_demos < 0:
+            raise ValueError("--epochs, --batch-size and --micro-batch-size must be >= 1, --lr > 0 and --heldout-demos >= 0")
 
 
 @dataclass(frozen=True)
@@ -172,10 +173,11 @@ def _by_adapter(examples: Sequence[Example]) -> dict[str, list[Example]]:
 
 
 def supervised_finetune(policy: Any, examples: Sequence[Example], *, epochs: int = 2, lr: float = 1e-3, batch_size: int = 8,
-                        weight_decay: float = 0.0, grad_clip: float = 1.0, seed: int = 0,
+                        micro_batch_size: int = 2, weight_decay: float = 0.0, grad_clip: float = 1.0, seed: int = 0,
                         on_step: Callable[[dict[str, float]], None] | None = None) -> dict[str, int]:
     """Minimise the token-mean NLL of each adapter's targets: one AdamW per adapter, `epochs` shuffled
-    passes in minibatches of `batch_size` examples. Returns the optimiser steps per adapter."""
+    passes in minibatches of `batch_size` examples, each run `micro_batch_size` examples at a time with
+    the gradients accumulated. Returns the optimiser steps per adapter."""
     if epochs < 1 or batch_size < 1 or lr <= 0:
         raise ValueError(f"SFT needs epochs >= 1, batch size >= 1 and lr > 0 (got {epochs}, {batch_size}, {lr})")
     rng = np.random.default_rng(seed)
@@ -191,16 +193,20 @@ def supervised_finetune(policy: Any, examples: Sequence[Example], *, epochs: int
     policy.model.train()
     for index, (epoch, adapter, batch) in enumerate(plan, 1):
         t0 = time.perf_counter()
-        lp = policy.response_logprobs([e.prompt_ids for e in batch], [e.target_ids for e in batch], adapter, 1.0, grad=True)
         tokens = sum(len(e.target_ids) for e in batch)
-        loss = -lp.sum() / tokens
         optimizers[adapter].zero_grad(set_to_none=True)
-        loss.backward()
+        loss = 0.0
+        for start in range(0, len(batch), micro_batch_size):
+            micro = batch[start:start + micro_batch_size]
+            lp = policy.response_logprobs([e.prompt_ids for e in micro], [e.target_ids for e in micro], adapter, 1.0, grad=True)
+            part = -lp.sum() / tokens  # normalised by the whole minibatch's tokens, so the parts add up to its mean
+            part.backward()
+            loss += float(part.detach())
         grad_norm = torch.nn.utils.clip_grad_norm_(policy.trainable_parameters(adapter), grad_clip)
         optimizers[adapter].step()
         steps[adapter] = steps.get(adapter, 0) + 1
         if on_step is not None:
-            on_step({"step": index, "of": len(plan), "epoch": epoch + 1, "adapter": adapter, "loss": float(loss.detach()),
+            on_step({"step": index, "of": len(plan), "epoch": epoch + 1, "adapter": adapter, "loss": loss,
                      "grad_norm": float(grad_norm), "tokens": tokens, "seconds": time.perf_counter() - t0})
     policy.model.eval()
     return steps
@@ -246,7 +252,7 @@ def run_sft(config: SFTConfig, model: Any, transcripts: list[dict[str, Any]], he
             log(f"sft step {m['step']}/{m['of']} (epoch {m['epoch']}): loss {m['loss']:.3f}")
 
     steps = supervised_finetune(policy, examples, epochs=config.epochs, lr=config.lr, batch_size=config.batch_size,
-                                seed=config.seed, on_step=on_step)
+                                micro_batch_size=config.micro_batch_size, seed=config.seed, on_step=on_step)
     train_s = time.perf_counter() - t0
     policy.save(run.path / "adapters")
     after = {"train_nll": mean_nll(policy, examples),

@@ -78,7 +78,7 @@ def add_commands(sub: Any, argv: Sequence[str]) -> None:
 
     p = sub.add_parser("eval", help="success rate and mean rewards of a model (with adapters) on a split; JSON out")
     p.add_argument("--env", required=True, help="environment (see `llm-marl envs`)")
-    p.add_argument("--env-arg", action="append", default=[], metavar="KEY=VALUE", help="environment option (repeatable)")
+    p.add_argument("--env-arg", action="append", default=[], metavar="KEY=VALUE", help="environment option (repeatable); unset: the quick configuration `train` uses")
     p.add_argument("--split", default="test", choices=["train", "val", "test"])
     p.add_argument("--n", type=int, default=20, help="episodes (instance seeds seed..seed+n-1)")
     p.add_argument("--seed", type=int, default=0)
@@ -197,10 +197,17 @@ def _sft_transcripts(config: Any) -> tuple[list[dict[str, Any]], list[dict[str, 
 
 def cmd_eval(args: argparse.Namespace) -> int:
     from llm_marl.cli import UserError, parse_env_args
+    from llm_marl.config import quick_env_args
     from llm_marl.engines.base import SamplingParams
     from llm_marl.evaluate import evaluate
+    from llm_marl_envs.registry import get as get_env
 
-    env_kwargs = parse_env_args(args.env_arg)
+    # The configuration `train` uses when no --env-arg is given, so a run's adapters are scored on
+    # the tasks they were trained on.
+    try:
+        env_kwargs = quick_env_args(get_env(args.env).name, parse_env_args(args.env_arg))
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
     sampling = SamplingParams(temperature=args.temperature, max_new_tokens=args.max_new_tokens)
     engine, sigma = _eval_engine(args, env_kwargs, UserError)
     try:

@@ -102,7 +102,7 @@ class PlanPathOracle(Agent):
     - `program="search"`: the BFS program above (it really searches, in the sandbox);
     - `"coords"`: a short program that computes the moves from the start and goal coordinates (a
       shortest path whenever the straight route, rows first, is free; where walls block it, the
-      oracle writes the BFS program instead);
+      one-line program of `"answer"`, so every reply stays short and a model learns one template);
     - `"answer"`: a one-line program printing the path the oracle found.
     The short styles suit small models and short reply budgets."""
 
@@ -116,14 +116,12 @@ class PlanPathOracle(Agent):
     def act(self, role: str, observation: dict[str, Any]) -> str:
         task = last_user_text(observation)
         grid = parse_grid(task)
-        if role == "tool" and self.program == "answer":
+        if role == "tool" and self.program == "coords" and straight_route(grid) is not None:
+            start, goal = (next((r, c) for r, row in enumerate(grid) for c, ch in enumerate(row) if ch == mark)
+                           for mark in "AG")
+            return "```python\n" + COORDS_PROGRAM.format(start=f"{start[0]}, {start[1]}", goal=f"{goal[0]}, {goal[1]}") + "```"
+        if role == "tool" and self.program in ("answer", "coords"):
             return "```python\nprint(\"[" + ", ".join(bfs(grid)) + "]\")\n```"
-        if role == "tool" and self.program == "coords":
-            straight = straight_route(grid)
-            if straight is not None:
-                start, goal = (next((r, c) for r, row in enumerate(grid) for c, ch in enumerate(row) if ch == mark)
-                               for mark in "AG")
-                return "```python\n" + COORDS_PROGRAM.format(start=f"{start[0]}, {start[1]}", goal=f"{goal[0]}, {goal[1]}") + "```"
         if role == "tool":
             return "BFS from A to G over free cells.\n```python\n" + TOOL_PROGRAM.format(grid="\n".join(grid)) + "```"
         found = re.search(r"Tool proposed action list: \[([^\]]*)\]", task)
