@@ -36,11 +36,13 @@ test-vllm: $(VLLM_VENV)/.installed
 	VLLM_CPU_KVCACHE_SPACE=1 VLLM_ENABLE_V1_MULTIPROCESSING=0 $(VLLM_VENV)/bin/python -m pytest -m vllm tests/test_vllm_engine.py tests/test_training.py
 
 # The main job: a small SFT warm start on oracle demonstrations, then AT-GRPO from it, with held-out
-# greedy evaluations before and after RL (settings in configs/). The SFT run prints its run directory
-# last, as JSON; the RL run starts from its adapters.
+# greedy evaluations before and after RL (settings in configs/; SFT_ARGS and TRAIN_ARGS add flags,
+# e.g. CI's shorter budget). The SFT run prints its run directory last, as JSON; RL starts from it.
+SFT_ARGS ?=
+TRAIN_ARGS ?=
 train: $(STAMP)
-	sft=$$($(VENV)/bin/llm-marl sft --config configs/main-sft.yaml | tail -n 1 | $(PY) -c 'import json, sys; print(json.load(sys.stdin)["run_dir"])') && \
-	$(VENV)/bin/llm-marl train --config configs/main-train.yaml --init-adapters "$$sft"
+	sft=$$($(VENV)/bin/llm-marl sft --config configs/main-sft.yaml $(SFT_ARGS) | tail -n 1 | $(PY) -c 'import json, sys; print(json.load(sys.stdin)["run_dir"])') && \
+	$(VENV)/bin/llm-marl train --config configs/main-train.yaml --init-adapters "$$sft" $(TRAIN_ARGS)
 
 demo: $(STAMP)
 	$(VENV)/bin/llm-marl play --env plan_path --agent oracle --seed 0

@@ -79,3 +79,24 @@ def test_readme_python_example_runs():
     namespace = {"my_model": lambda messages: "I am not sure.\n#### [U]"}
     exec(compile(block, "README.md", "exec"), namespace)
     assert namespace["env"].unwrapped.turn == 4
+
+
+@pytest.mark.slow
+def test_make_train_runs_sft_then_rl_from_its_adapters(tmp_path):
+    """`make train`'s plumbing (SFT, then RL from its run directory, evaluations before and after), on
+    the tiny test model: CI runs it on the embedded model with a shorter budget."""
+    assert "make train" in README
+    venv = Path(sys.executable).parents[1]
+    tiny = f"--model tiny-random --out-dir {tmp_path}"
+    proc = subprocess.run(["make", "-s", "-o", f"{venv}/.installed", "train", f"VENV={venv}",
+                           f"SFT_ARGS={tiny} --demos 2 --epochs 1 --heldout-demos 0",
+                           f"TRAIN_ARGS={tiny} --steps 1 --envs-per-step 1 --eval-episodes 1 --max-new-tokens 8 --no-progress"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    (sft,) = tmp_path.glob("plan_path__sft__0__*")
+    (rl,) = tmp_path.glob("plan_path__at-grpo__0__*")
+    config = json.loads((rl / "config.json").read_text())
+    assert config["model"]["init_adapters"] == str(sft) and config["run"]["steps"] == 1
+    summary = json.loads((rl / "summary.json").read_text())
+    assert summary["eval_before"]["episodes"] == summary["eval_after"]["episodes"] == 1
+    assert f"adapters start from {sft}" in proc.stderr
