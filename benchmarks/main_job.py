@@ -38,14 +38,25 @@ def cli(*args: str) -> dict:
 
 
 def run_seed(seed: int, out: Path) -> dict:
-    start = time.perf_counter()
-    sft = cli("sft", "--config", str(SFT_CONFIG), "--seed", str(seed), "--out-dir", str(out), "--run-name", f"sft{seed}")
-    sft_s = time.perf_counter() - start
-    cli("train", "--config", str(TRAIN_CONFIG), "--seed", str(seed), "--init-adapters", sft["run_dir"],
-        "--out-dir", str(out), "--run-name", f"rl{seed}", "--no-progress")
-    summary = json.loads((out / f"rl{seed}" / "summary.json").read_text())
+    """One seed's SFT then RL; with --keep, a seed killed part-way continues where it stopped."""
+    start, resumed = time.perf_counter(), False
+    sft_dir, rl_dir = out / f"sft{seed}", out / f"rl{seed}"
+    if (sft_dir / "summary.json").exists():
+        resumed = True
+    else:
+        cli("sft", "--config", str(SFT_CONFIG), "--seed", str(seed), "--out-dir", str(out), "--run-name", sft_dir.name)
+    sft_s = json.loads((sft_dir / "summary.json").read_text())["train_s"]
+    if not (rl_dir / "summary.json").exists():
+        if (rl_dir / "config.json").exists():
+            resumed = True
+            cli("train", "--resume", str(rl_dir), "--no-progress")
+        else:
+            cli("train", "--config", str(TRAIN_CONFIG), "--seed", str(seed), "--init-adapters", str(sft_dir),
+                "--out-dir", str(out), "--run-name", rl_dir.name, "--no-progress")
+    summary = json.loads((rl_dir / "summary.json").read_text())
     return {"seed": seed, "before": summary["eval_before"], "after": summary["eval_after"], "sft_s": sft_s,
-            "train_s": summary["train_s"], "total_s": time.perf_counter() - start,
+            "train_s": summary["train_s"],
+            "total_s": None if resumed else time.perf_counter() - start,
             "steps_without_signal": summary["steps_without_signal"], "steps": summary["steps"]}
 
 
@@ -56,11 +67,12 @@ def mean_std(values: list[float]) -> str:
 def report(rows: list[dict]) -> str:
     roles = list(rows[0]["before"]["mean_reward"])
     metrics = [("success", lambda e: e["success_rate"])] + [(f"{r} reward", lambda e, r=r: e["mean_reward"][r]) for r in roles]
-    lines = ["| seed | " + " | ".join(f"{name} before → after" for name, _ in metrics) + " | steps without signal | minutes (sft + train + evals) |",
-             "|---:|" + "---:|" * (len(metrics) + 2)]
+    lines = ["| seed | " + " | ".join(f"{name} before → after" for name, _ in metrics) + " | steps without signal | minutes: SFT + RL steps | minutes: wall, with evals |",
+             "|---:|" + "---:|" * (len(metrics) + 3)]
     for row in rows:
         cells = [f"{get(row['before']):.3f} → {get(row['after']):.3f}" for _, get in metrics]
-        lines.append(f"| {row['seed']} | " + " | ".join(cells) + f" | {row['steps_without_signal']}/{row['steps']} | {row['total_s'] / 60:.1f} |")
+        lines.append(f"| {row['seed']} | " + " | ".join(cells) + f" | {row['steps_without_signal']}/{row['steps']} | {(row['sft_s'] + row['train_s']) / 60:.1f}"
+                     f" | {'resumed' if row['total_s'] is None else format(row['total_s'] / 60, '.1f')} |")
     lines += ["", "| metric | before (mean ± std) | after (mean ± std) | gain after − before (mean ± std) |", "|---|---:|---:|---:|"]
     for name, get in metrics:
         before = [get(r["before"]) for r in rows]
