@@ -40,9 +40,10 @@ from llm_marl.config import ModelConfig, OptimConfig, RunConfig, SamplingConfig,
 from llm_marl.credit.dpo import dpo_loss
 from llm_marl.credit.team import CreditConfig, assign_shapley, preference_pairs, shapley_plan
 from llm_marl.engines.base import SamplingParams
-from llm_marl.loss import LossConfig, policy_loss
-from llm_marl.rollout import Rollout, Sample, batches_by_adapter, collate, make_tasks, rollout
+from llm_marl.loss import LossConfig
+from llm_marl.rollout import Rollout, Sample, batches_by_adapter, make_tasks, rollout
 from llm_marl.runs import RunDir
+from llm_marl.update import apply_update, loss_units, minibatches, plan_update  # noqa: F401 (loss_units, minibatches: re-exported)
 from llm_marl.signal import postfix, run_counts, signal_metrics, step_line, step_messages, wave_progress
 
 TRAINER_STATE = "trainer_state.pt"
@@ -119,43 +120,11 @@ def update_policy(policy: Any, optimizers: dict[str, torch.optim.Optimizer], sam
     """One pass of `optim.epochs` epochs over each adapter's batch, minibatch by minibatch.
 
     Samples are routed to the adapter that produced them (AT-GRPO Eq. 2); each adapter has its own
-    optimizer and its own gradient clipping.
+    optimizer and its own gradient clipping. This is the one-rank case of `llm_marl.update`
+    (trainer ranks on a cluster run the same two halves with T ranks).
     """
-    sums: dict[str, list[float]] = defaultdict(list)
-    pad = policy.tokenizer.pad_token_id or 0
-    for adapter, batch in sorted(batches_by_adapter(samples).items(), key=lambda kv: str(kv[0])):
-        if adapter is None:
-            continue  # replies of the frozen base model (no adapter) are not trained
-        informative = [s for s in batch if s.response_ids and (loss_config.beta > 0 or s.advantage != 0.0)]
-        sums[f"update/{adapter}/samples"].append(float(len(batch)))
-        sums[f"update/{adapter}/skipped_zero_advantage"].append(float(len(batch) - len(informative)))
-        if not informative:
-            continue
-        optimizer = optimizers[adapter]
-        params = policy.trainable_parameters(adapter)
-        units = loss_units(informative, segment, share_prompts=optim.share_prompts)
-        for _ in range(optim.epochs):
-            for minibatch in minibatches(units, rng.permutation(len(units)), optim.minibatch_size):
-                batch_t = collate(minibatch, segment=segment, pad_id=pad)
-                logprobs = policy.response_logprobs(batch_t["prompt_ids"], batch_t["response_ids"], adapter, temperature,
-                                                    grad=True, response_mask=batch_t["response_mask"], share_prompts=optim.share_prompts)
-                ref = None
-                if loss_config.beta > 0:
-                    ref = policy.reference_logprobs(batch_t["prompt_ids"], batch_t["response_ids"], temperature,
-                                                    response_mask=batch_t["response_mask"], share_prompts=optim.share_prompts)
-                loss, metrics = policy_loss(logprobs, batch_t["old_logprobs"].to(logprobs.device),
-                                            batch_t["advantages"].to(logprobs.device), batch_t["response_mask"].to(logprobs.device),
-                                            loss_config, ref_logprobs=ref, segment_ids=batch_t["segment_ids"])
-                optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                grad_norm = torch.nn.utils.clip_grad_norm_(params, optim.grad_clip)
-                optimizer.step()
-                sums[f"update/{adapter}/optimizer_steps"].append(1.0)
-                sums[f"loss/{adapter}/total"].append(float(loss.detach()))
-                sums[f"loss/{adapter}/grad_norm"].append(float(grad_norm))
-                for key, value in metrics.items():
-                    sums[f"{key.replace('loss/', f'loss/{adapter}/')}"].append(float(value))
-    return {k: (sum(v) if k.startswith("update/") else sum(v) / len(v)) for k, v in sums.items()}
+    shards, counts = plan_update(samples, optim, loss_config, segment, rng, ranks=1)
+    return {**counts, **apply_update(policy, optimizers, shards[0], optim, loss_config, temperature, segment)}
 
 
 def update_dpo(policy: Any, optimizers: dict[str, torch.optim.Optimizer], pairs: list[Any], beta: float,
@@ -184,45 +153,6 @@ def update_dpo(policy: Any, optimizers: dict[str, torch.optim.Optimizer], pairs:
         for key, value in metrics.items():
             sums[key.replace("dpo/", f"dpo/{adapter}/")].append(float(value))
     return {k: sum(v) / len(v) for k, v in sums.items()}
-
-
-def loss_units(samples: list[Sample], segment: str, share_prompts: bool = True) -> list[list[Sample]]:
-    """Samples grouped into units that a minibatch never splits, in first-appearance order.
-
-    A loss segment shares one normaliser (MATPO) or one sequence-level ratio (SHARP), so it is one
-    unit. With `share_prompts`, units whose samples share a prompt are joined too (the K candidates
-    of a decision, the G first replies of a group), so the update runs that prompt once
-    (`PolicySet.response_logprobs`).
-    """
-    keys = [s.sample_id if segment == "sample" else s.episode_id if segment == "episode" else (s.episode_id, s.role)
-            for s in samples]
-    parent = list(range(len(samples)))  # union-find over samples
-
-    def root(i: int) -> int:
-        while parent[i] != i:
-            parent[i] = parent[parent[i]]
-            i = parent[i]
-        return i
-
-    first: dict[Any, int] = {}
-    for i, (s, key) in enumerate(zip(samples, keys)):
-        for link in ([("segment", key)] + ([("prompt", tuple(s.prompt_ids))] if share_prompts and s.prompt_ids else [])):
-            j = first.setdefault(link, i)
-            parent[root(i)] = root(j)
-    units: dict[int, list[Sample]] = {}
-    for i, s in enumerate(samples):
-        units.setdefault(root(i), []).append(s)
-    return list(units.values())
-
-
-def minibatches(units: list[list[Sample]], order: Any, size: int) -> list[list[Sample]]:
-    """Whole units in `order`, packed into minibatches of at least `size` samples (the last may be smaller)."""
-    out: list[list[Sample]] = [[]]
-    for i in order:
-        if len(out[-1]) >= size:
-            out.append([])
-        out[-1].extend(units[i])
-    return [mb for mb in out if mb]
 
 
 def recompute_old_logprobs(policy: Any, samples: list[Sample], temperature: float, batch_size: int = 8) -> None:
