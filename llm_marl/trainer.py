@@ -39,6 +39,7 @@ from llm_marl.algorithms import get as get_algorithm
 from llm_marl.config import ModelConfig, OptimConfig, RunConfig, SamplingConfig, quick_env_args
 from llm_marl.credit.dpo import dpo_loss
 from llm_marl.credit.team import CreditConfig, assign_shapley, preference_pairs, shapley_plan
+from llm_marl.distributed.config import ClusterConfig, ClusterError
 from llm_marl.engines.base import SamplingParams
 from llm_marl.loss import LossConfig
 from llm_marl.rollout import Rollout, Sample, batches_by_adapter, make_tasks, rollout
@@ -61,8 +62,14 @@ class TrainConfig:
     """The algorithm's own Config (K, alpha, G, ...); None: its defaults."""
     credit: CreditConfig = field(default_factory=CreditConfig)
     """`--credit shapley` and the failure route (`llm_marl.credit.team`), for any algorithm."""
+    cluster: ClusterConfig = field(default_factory=ClusterConfig)
+    """Engine actors, rollout workers and trainer ranks (`llm_marl.distributed`); the default runs in one process."""
 
     def __post_init__(self) -> None:
+        if isinstance(self.cluster, dict):
+            self.cluster = ClusterConfig(**self.cluster)
+        if self.cluster.trainer_ranks > 1 and self.credit.dpo_beta > 0:
+            raise ValueError("--dpo-beta (the failure route's DPO step) runs in the trainer process only: drop it, or use --trainer-ranks 1")
         algorithm = get_algorithm(self.run.algo)
         if self.algo is None:
             self.algo = algorithm.config_cls()
@@ -98,13 +105,14 @@ class TrainConfig:
         return {"model": dataclasses.asdict(self.model), "sampling": dataclasses.asdict(self.sampling),
                 "optim": dataclasses.asdict(self.optim), "run": dataclasses.asdict(self.run),
                 "algo": dataclasses.asdict(self.algo), "credit": dataclasses.asdict(self.credit),
+                "cluster": dataclasses.asdict(self.cluster),
                 "resolved_env_args": self.env_kwargs()}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TrainConfig:
         return cls(model=ModelConfig(**data["model"]), sampling=SamplingConfig(**data["sampling"]),
                    optim=OptimConfig(**data["optim"]), run=RunConfig(**data["run"]), algo=dict(data["algo"]),
-                   credit=CreditConfig(**data.get("credit", {})))
+                   credit=CreditConfig(**data.get("credit", {})), cluster=ClusterConfig(**data.get("cluster", {})))
 
 
 # ---------------------------------------------------------------------------- seeds
@@ -311,7 +319,13 @@ def train(config: TrainConfig, resume: str | None = None, log: Any = print,
             log(f"metrics and trajectories of steps after {start - 1} (to be redone) moved to {aside}")
 
     engine = None
-    own_logprobs = config.model.engine == "hf" and engine_factory is None
+    scale: Any = None
+    cluster = config.cluster
+    if cluster.engines and engine_factory is not None:
+        raise ValueError("engine_factory builds an in-process engine; with engine actors the engine is --engine's, built in each actor")
+    # The in-process hf engine samples with the trainer's own model; any other engine's log-probs are recomputed.
+    own_logprobs = config.model.engine == "hf" and engine_factory is None and not cluster.engines
+    sigma_map = {role: policy.adapter_for(role) for role in roles}
     plan = algorithm.sampling_plan(config.algo)
     if config.credit.enabled:
         plan = shapley_plan(plan, config.credit)
@@ -327,16 +341,25 @@ def train(config: TrainConfig, resume: str | None = None, log: Any = print,
         tasks = make_tasks(run_cfg.env, step_seeds(run_cfg.seed, step, run_cfg.envs_per_step), split="train", env_kwargs=env_kwargs)
         sampling = SamplingParams(temperature=config.sampling.temperature, max_new_tokens=config.sampling.max_new_tokens,
                                   seed=step_seeds(run_cfg.seed + 1, step, 1)[0])
-        out = rollout(tasks, plan, engine, sigma=policy, sampling=sampling, on_wave=on_wave)
+        if scale is not None and scale.workers:
+            out = scale.rollout(tasks, plan, sigma_map, sampling, on_wave=on_wave)
+        else:
+            out = rollout(tasks, plan, engine, sigma=policy, sampling=sampling, on_wave=on_wave)
         t1 = time.perf_counter()
         metrics = step_metrics(out)
         credit = (lambda r: assign_shapley(r, config.credit)) if config.credit.enabled else None
         metrics.update(assign_advantages(out, algorithm, config.algo, AdvantageConfig(), credit=credit))
         metrics.update(signal_metrics(metrics))
         if not own_logprobs:
-            recompute_old_logprobs(policy, out.samples, sampling.temperature)
+            if scale is not None:
+                scale.recompute(out.samples, sampling.temperature)
+            else:
+                recompute_old_logprobs(policy, out.samples, sampling.temperature)
         rng = np.random.default_rng(step_seeds(run_cfg.seed + 2, step, 1)[0])
-        metrics.update(update_policy(policy, optimizers, out.samples, config.optim, loss_config, sampling.temperature, segment, rng))
+        if scale is not None and scale.ranks:  # T ranks; the driver's policy then holds rank 0's adapters
+            metrics.update(scale.update(out.samples, config.optim, loss_config, sampling.temperature, segment, rng))
+        else:
+            metrics.update(update_policy(policy, optimizers, out.samples, config.optim, loss_config, sampling.temperature, segment, rng))
         if config.credit.dpo_beta > 0:
             pairs, pair_stats = preference_pairs(out)
             metrics.update(pair_stats)
@@ -348,6 +371,8 @@ def train(config: TrainConfig, resume: str | None = None, log: Any = print,
                 scheduler.step()
         engine.sync_adapters()
         t2 = time.perf_counter()
+        if scale is not None:
+            metrics.update({"perf/publish_s": scale.publish_s, "cluster/shard_retries": float(out.stats.get("shard_retries", 0.0))})
         metrics.update({"perf/rollout_s": t1 - t0, "perf/update_s": t2 - t1, "perf/step_s": t2 - t0,
                         "perf/generated_tokens": float(sum(len(s.response_ids) for s in out.samples)),
                         "optim/lr": schedulers[policy.adapters[0]].get_last_lr()[0]})
@@ -355,7 +380,20 @@ def train(config: TrainConfig, resume: str | None = None, log: Any = print,
 
     step = start - 1
     try:
-        engine = build_engine(config, policy) if engine_factory is None else engine_factory(policy)
+        if cluster.enabled:
+            from llm_marl.distributed.actors import EngineSpec, TrainerSpec
+            from llm_marl.distributed.cluster import ClusterRun
+
+            threads = max(1, int(cluster.cpus_per_actor))
+            spec = EngineSpec(config.model.engine, config.model.model, tuple(roles), config.model.policy, lora, run_cfg.seed, threads)
+            trainer_spec = TrainerSpec(config.model.model, tuple(roles), config.model.policy, lora, config.optim, run_cfg.steps,
+                                       run_cfg.seed, threads, run_cfg.deterministic)
+            scale = ClusterRun(cluster, policy, engine_factory=spec, trainer=trainer_spec, log=log).start()
+            scale.load_trainer_state(optimizers, schedulers)
+        if scale is not None and scale.engine is not None:
+            engine = scale.engine
+        else:
+            engine = build_engine(config, policy) if engine_factory is None else engine_factory(policy)
         steps = tqdm(range(start, run_cfg.steps + 1), initial=start - 1, total=run_cfg.steps, desc="train",
                      disable=not run_cfg.progress or None)
         bars = not steps.disable
@@ -371,8 +409,10 @@ def train(config: TrainConfig, resume: str | None = None, log: Any = print,
             if step % run_cfg.checkpoint_every == 0 or step == run_cfg.steps:
                 tmp = run.begin_checkpoint(step)
                 policy.save(tmp / "adapters")
-                torch.save({"step": step, "optimizers": {a: o.state_dict() for a, o in optimizers.items()},
-                            "schedulers": {a: s.state_dict() for a, s in schedulers.items()}}, tmp / TRAINER_STATE)
+                state = scale.trainer_state() if scale is not None and scale.ranks else {
+                    "optimizers": {a: o.state_dict() for a, o in optimizers.items()},
+                    "schedulers": {a: s.state_dict() for a, s in schedulers.items()}}
+                torch.save({"step": step, **state}, tmp / TRAINER_STATE)
                 run.commit_checkpoint(step, tmp)
             steps.set_postfix(postfix(metrics))
             if not bars:
@@ -384,13 +424,17 @@ def train(config: TrainConfig, resume: str | None = None, log: Any = print,
             held_out_eval(config, engine, policy, run.path / EVAL_AFTER, "after training", log, bars)
     except KeyboardInterrupt:
         raise TrainingInterrupted(interrupted_message(run, step + 1, resume)) from None
-    except BaseException:
+    except BaseException as exc:
         if not resume and not run.metrics():
             shutil.rmtree(run.path, ignore_errors=True)  # a start that failed leaves nothing behind
+        if isinstance(exc, ClusterError):
+            raise ClusterError(f"{exc}; {interrupted_message(run, step + 1, resume).replace('interrupted during', 'failed in')}") from None
         raise
     finally:
         if engine is not None:
             engine.close()
+        if scale is not None:
+            scale.close()
     summary = write_summary(run, list(policy.adapters))
     for line in summary_lines(summary):
         log(line)
