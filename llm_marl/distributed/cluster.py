@@ -305,5 +305,10 @@ def _worker_sampling(sampling: Any, worker: int) -> Any:
 
 
 def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0][:300] if text else type(exc).__name__
+    """The first line of a remote error and, when there is one, the last line of its remote traceback (the cause)."""
+    text = [line for line in str(exc).strip().splitlines() if line.strip()]
+    if not text:
+        return type(exc).__name__
+    first = text[0][:300]
+    cause = next((line.strip() for line in reversed(text) if not line.startswith(" ") and ("Error" in line or "Exception" in line)), "")
+    return f"{first} ({cause[:300]})" if cause and cause != text[0] else first

@@ -27,6 +27,9 @@ def shard_tasks(tasks: list[Task], workers: int) -> list[list[Task]]:
 def merge_rollouts(parts: list[Rollout]) -> Rollout:
     """One Rollout from the shards' rollouts, in shard order: sample and decision ids renumbered, stats summed.
 
+    The samples are those one process would produce on all the tasks (for deterministic engines),
+    but numbered shard by shard rather than wave by wave across every task.
+
     `waves` and `engine_calls` are the largest of any shard (the shards ran side by side).
     """
     samples, episodes, stats = [], [], {}
