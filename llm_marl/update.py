@@ -189,17 +189,18 @@ def _all_reduce(params: list[torch.nn.Parameter], local: dict[str, float], ratio
     import torch.distributed as dist
 
     names = _SUMMED + _TOKEN_WEIGHTED
-    device = params[0].device
-    flat = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1).float() for p in params]
-                     + [torch.tensor([local.get(n, 0.0) for n in names] + [float(n in local) for n in names],
-                                     dtype=torch.float32, device=device)])
+    device, dtype = params[0].device, params[0].dtype
+    # Gradients are summed in their own dtype (a float32 round trip of float64 or bf16 grads would differ from one process).
+    flat = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1).to(dtype) for p in params])
     dist.all_reduce(flat, op=dist.ReduceOp.SUM)
     offset = 0
     for p in params:
         n = p.numel()
-        p.grad = flat[offset:offset + n].view_as(p).to(p.dtype).clone()
+        p.grad = flat[offset:offset + n].view_as(p).clone()
         offset += n
-    values, present = flat[offset:offset + len(names)].tolist(), flat[offset + len(names):].tolist()
+    stats = torch.tensor([local.get(n, 0.0) for n in names] + [float(n in local) for n in names], dtype=torch.float64, device=device)
+    dist.all_reduce(stats, op=dist.ReduceOp.SUM)
+    values, present = stats[:len(names)].tolist(), stats[len(names):].tolist()
     top = torch.tensor([ratio_max], dtype=torch.float32, device=device)
     dist.all_reduce(top, op=dist.ReduceOp.MAX)
     return {n: v for n, v, seen in zip(names, values, present) if seen > 0}, float(top.item())

@@ -151,6 +151,7 @@ class TrainerSpec:
     seed: int = 0
     threads: int = 1
     deterministic: bool = False
+    dtype: str = "float32"
 
 
 def free_port() -> tuple[str, int]:
@@ -176,7 +177,8 @@ class TrainerRank:
         if spec.deterministic:
             set_deterministic(True, spec.seed)
         self.rank, self.world = rank, world
-        self.policy = PolicySet.from_pretrained(spec.model, roles=list(spec.roles), policy=spec.policy, lora=spec.lora, seed=spec.seed)
+        self.policy = PolicySet.from_pretrained(spec.model, roles=list(spec.roles), policy=spec.policy, lora=spec.lora, seed=spec.seed,
+                                                dtype=spec.dtype)
         if torch.cuda.is_available() and os.environ.get("CUDA_VISIBLE_DEVICES"):
             self.policy.model.to("cuda")
         self.optimizers = {a: torch.optim.AdamW(self.policy.trainable_parameters(a), lr=spec.optim.lr, weight_decay=spec.optim.weight_decay)
