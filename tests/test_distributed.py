@@ -28,7 +28,7 @@ from llm_marl.rollout import RequestTag, make_tasks, rollout
 ray = pytest.importorskip("ray", reason="the ray extra is not installed (pip install -e '.[ray]')")
 pytestmark = [pytest.mark.distributed, pytest.mark.timeout(240)]
 
-CPU = 0.2  # 10 actors fit in num_cpus=2
+CPU = 0.1  # actors of these tests and of the README command (0.25 each) fit in num_cpus=2 together
 
 
 @pytest.fixture(scope="module")
@@ -326,3 +326,27 @@ def test_published_adapter_changes_what_engine_actors_sample(local_ray):
     assert texts1 == local  # every engine actor now samples the published weights
     assert [s["version"] for s in stats] == [2, 2] and all(s["served"] > 0 for s in stats)
     assert seconds > 0
+
+
+# ---------------------------------------------------------------------------- the README command
+def test_readme_local_cluster_train_command_runs(local_ray, tmp_path, capsys):
+    """2 rollout workers (1 hf engine actor) and 2 gloo trainer ranks, on the local Ray instance."""
+    import json
+    import re
+    import shlex
+
+    from llm_marl.cli import main
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    command = next(c for c in re.findall(r"^(llm-marl train .*?)(?<!\\)$", readme.replace("\\\n", " "), re.M)
+                   if "--rollout-workers 2 --trainer-ranks 2" in c)
+    argv = shlex.split(command)[1:] + ["--out-dir", str(tmp_path), "--no-progress"]
+    assert main(argv) == 0
+    run_dir = Path(json.loads(capsys.readouterr().out.strip().splitlines()[-1])["run_dir"])
+    metrics = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert metrics[-1]["update/shared/optimizer_steps"] >= 1 and "perf/publish_s" in metrics[-1]
+    config = json.loads((run_dir / "config.json").read_text())
+    assert config["cluster"]["rollout_workers"] == 2 and config["cluster"]["trainer_ranks"] == 2 and config["cluster"]["engines"] == 1
+    latest = (run_dir / "checkpoints" / "LATEST").read_text().strip()
+    state = torch.load(run_dir / "checkpoints" / latest / "trainer_state.pt", weights_only=True)
+    assert state["optimizers"]["shared"]["state"]  # rank 0's AdamW moments reached the checkpoint
