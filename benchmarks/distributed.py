@@ -111,7 +111,8 @@ def train_pair(steps: int, envs: int, cpus: float) -> dict:
     """`llm-marl train` single-process vs 2 rollout workers + 2 trainer ranks (same seed and settings)."""
     out_dir = Path(os.environ.get("TMPDIR", "/tmp")) / "llm-marl-bench-distributed"
     common = ["-m", "llm_marl.cli", "train", "--algo", "at-grpo", "--env", "plan_path", "--model", "tiny-random",
-              "--steps", str(steps), "--envs-per-step", str(envs), "--out-dir", str(out_dir), "--no-progress", "--threads", "1"]
+              "--steps", str(steps), "--envs-per-step", str(envs), "--out-dir", str(out_dir), "--no-progress", "--threads", "1",
+              "--kl-beta", "0.01", "--seed", "0"]
     runs = {"single process": [], "2 rollout workers + 2 trainer ranks": ["--rollout-workers", "2", "--trainer-ranks", "2",
                                                                           "--cpus-per-actor", str(cpus)]}
     result = {}
@@ -164,7 +165,7 @@ def main() -> None:
     for row in publish:
         lines.append(f"| {row['what']} | {row['seconds']:.3f} |")
     lines += ["", f"`llm-marl train --algo at-grpo --env plan_path --model tiny-random --steps {args.train_steps} "
-              f"--envs-per-step {args.train_envs}`, alone and with `--rollout-workers 2 --trainer-ranks 2 "
+              f"--envs-per-step {args.train_envs} --kl-beta 0.01` (the KL term gives tiny-random's untrained replies a gradient), alone and with `--rollout-workers 2 --trainer-ranks 2 "
               f"--cpus-per-actor {args.cpus_per_actor}` (a local cluster). Worker w samples with a seed from (seed, w), "
               "so the two runs draw different samples; their metrics are comparable, not equal.", "",
               "| run | step | reward/success_rate | reward/reward/tool | reward/reward/planner | loss/shared/total | "

@@ -61,7 +61,10 @@ class EngineSpec:
             import torch
 
             torch.set_num_threads(self.threads)
-        policy = PolicySet.from_pretrained(self.model, roles=list(self.roles), policy=self.policy, lora=self.lora, seed=self.seed)
+        # vLLM holds the weights it serves; its policy set only writes adapter folders, so it stays on the CPU.
+        device = "cpu" if self.kind == "vllm" else None
+        policy = PolicySet.from_pretrained(self.model, roles=list(self.roles), policy=self.policy, lora=self.lora, seed=self.seed,
+                                           device=device)
         if self.kind == "hf":
             return make_engine("hf", policy, seed=self.seed)
         return make_engine("vllm", policy_set=policy, seed=self.seed)
