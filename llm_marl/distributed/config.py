@@ -1,0 +1,51 @@
+"""`ClusterConfig`: where the engines, rollout workers and trainer ranks of a run live (the CLI's cluster flags)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from llm_marl.config import opt
+
+
+class ClusterError(RuntimeError):
+    """A cluster step failed for good (an actor died twice, a remote call timed out); the message says how to resume."""
+
+
+@dataclass
+class ClusterConfig:
+    ray_address: str = opt("", "Ray cluster to join ('auto': the one `ray start --head` runs on this node); unset with any "
+                               "other cluster flag: a local Ray instance on this machine")
+    engines: int = opt(0, "engine actors, each one engine (the --engine backend) with the frozen base and one LoRA slot per "
+                          "adapter; 0: the engine runs in the trainer process (1 when --rollout-workers is set)")
+    rollout_workers: int = opt(0, "rollout worker actors, each running the rollout on a shard of whole tasks with its own "
+                                  "sandbox and search runtime; 0: the rollout runs in the trainer process")
+    trainer_ranks: int = opt(1, "trainer ranks (a torch.distributed world, NCCL on GPUs, gloo on CPUs) that all-reduce the "
+                                "LoRA gradients; 1: the update runs in the trainer process")
+    gpus_per_engine: float = opt(0.0, "GPUs of each engine actor (1 for vLLM with tensor parallel 1; 0: CPU)")
+    gpus_per_trainer_rank: float = opt(0.0, "GPUs of each trainer rank (1 on a GPU cluster; 0: CPU and gloo)")
+    cpus_per_actor: float = opt(1.0, "logical CPUs Ray reserves for each actor (fractions allowed, e.g. 0.25 on a laptop)")
+    remote_timeout_s: float = opt(600.0, "timeout of every remote call (a rollout shard, an update, an adapter push), in seconds")
+    actor_retries: int = opt(1, "times a rollout shard is retried on a restarted worker (and restarted engines) after an "
+                                "actor died; 0: the step fails and the run resumes from its checkpoint")
+
+    def __post_init__(self) -> None:
+        for name in ("engines", "rollout_workers", "actor_retries"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"--{name.replace('_', '-')} must be >= 0, got {getattr(self, name)}")
+        if self.trainer_ranks < 1:
+            raise ValueError(f"--trainer-ranks must be >= 1, got {self.trainer_ranks}")
+        if self.gpus_per_engine < 0 or self.gpus_per_trainer_rank < 0 or self.cpus_per_actor <= 0:
+            raise ValueError("--gpus-per-engine and --gpus-per-trainer-rank must be >= 0, --cpus-per-actor > 0")
+        if self.remote_timeout_s <= 0:
+            raise ValueError(f"--remote-timeout-s must be > 0, got {self.remote_timeout_s}")
+        if self.rollout_workers and not self.engines:
+            self.engines = 1  # workers need engine actors to call
+
+    @property
+    def enabled(self) -> bool:
+        """Whether any part of the run leaves the trainer process."""
+        return bool(self.ray_address or self.engines or self.rollout_workers or self.trainer_ranks > 1)
+
+    @property
+    def backend(self) -> str:
+        return "nccl" if self.gpus_per_trainer_rank > 0 else "gloo"

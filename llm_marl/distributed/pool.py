@@ -1,0 +1,75 @@
+"""`RayEnginePool`: the `Engine` interface over several engine actors.
+
+Every request of a task (its parallel episodes, tree forks, fork points and counterfactual replays)
+goes to the engine that served the task first, so that engine's prefix cache holds the task's
+shared prompt prefixes; a task seen for the first time goes to the least-loaded engine (fewest
+tasks this pool has sent there; ties go to the engine after the last one chosen, starting at
+`start`, so pools of different workers begin on different engines). Requests without a task tag
+are spread by the same rule, one request at a time. One call fans out to the engines at once and
+waits for all of them, each with `timeout_s`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from llm_marl.engines.base import GenerationRequest, GenerationResult, SamplingParams
+
+from .config import ClusterError
+
+
+class RayEnginePool:
+    """Route `generate` calls to engine actors; `sync_adapters` publishes `policy`'s adapters (driver side)."""
+
+    def __init__(self, engines: list[Any], timeout_s: float = 600.0, start: int = 0, policy: Any = None,
+                 publish: Any = None):
+        if not engines:
+            raise ValueError("RayEnginePool needs at least one engine actor")
+        self.engines = list(engines)
+        self.timeout_s = timeout_s
+        self.policy_set = policy
+        """The driver's policy set (σ, adapters to publish); None inside a rollout worker."""
+        self._publish = publish
+        self._home: dict[str, int] = {}
+        self._load = [0] * len(self.engines)
+        self._next = start % len(self.engines)
+
+    def engine_for(self, request: GenerationRequest) -> int:
+        """The engine of this request's task (least-loaded on first sight)."""
+        task = getattr(request.tag, "task_id", None)
+        if task is not None and task in self._home:
+            return self._home[task]
+        order = [(self._next + k) % len(self.engines) for k in range(len(self.engines))]
+        choice = min(order, key=lambda e: self._load[e])
+        self._next = (choice + 1) % len(self.engines)
+        self._load[choice] += 1
+        if task is not None:
+            self._home[task] = choice
+        return choice
+
+    def generate(self, requests: list[GenerationRequest], sampling: SamplingParams) -> list[GenerationResult]:
+        import ray
+
+        groups: dict[int, list[int]] = {}
+        for i, request in enumerate(requests):
+            groups.setdefault(self.engine_for(request), []).append(i)
+        calls = {e: self.engines[e].generate.remote([requests[i] for i in idx], sampling) for e, idx in groups.items()}
+        results: list[GenerationResult | None] = [None] * len(requests)
+        for e, ref in calls.items():
+            try:
+                out = ray.get(ref, timeout=self.timeout_s)
+            except ray.exceptions.GetTimeoutError:
+                raise ClusterError(f"engine actor {e} did not answer {len(groups[e])} requests within {self.timeout_s:.0f} s "
+                                   "(raise --remote-timeout-s, or add engines)") from None
+            for i, result in zip(groups[e], out):
+                result.request = requests[i]  # the caller's own request object (its tag is compared by identity)
+                results[i] = result
+        return results  # type: ignore[return-value]
+
+    def sync_adapters(self) -> None:
+        """Publish the driver's adapters to every engine actor (a no-op inside a worker: the driver publishes)."""
+        if self._publish is not None:
+            self._publish()
+
+    def close(self) -> None:
+        pass  # the actors belong to the ClusterRun that made them

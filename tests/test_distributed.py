@@ -1,0 +1,352 @@
+"""Scale-out on a local Ray cluster (num_cpus=2, fractional actors): llm_marl.distributed.
+
+What it must show: a sharded rollout equals the in-process rollout sample for sample; a 2-rank gloo
+update with unequal shards gives one process's adapter weights; a published adapter changes what
+the engine actors sample; the sandbox works inside a worker actor; a killed worker is retried
+without counting a sample twice, or the step fails with a clear message.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import os
+import zlib
+from functools import partial
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from llm_marl.distributed import ClusterConfig, ClusterError, merge_rollouts, shard_tasks
+from llm_marl.distributed.pool import RayEnginePool
+from llm_marl.engines.base import GenerationRequest, SamplingParams
+from llm_marl.engines.scripted import ScriptedEngine
+from llm_marl.rollout import RequestTag, make_tasks, rollout
+
+ray = pytest.importorskip("ray", reason="the ray extra is not installed (pip install -e '.[ray]')")
+pytestmark = [pytest.mark.distributed, pytest.mark.timeout(240)]
+
+CPU = 0.1  # actors of these tests and of the README command (0.25 each) fit in num_cpus=2 together
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    import sys
+
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # actors cannot import this test module by name
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
+             runtime_env={"env_vars": {"PYTHONPATH": os.environ.get("PYTHONPATH", ""), "OMP_NUM_THREADS": "1"}})
+    yield
+    ray.shutdown()
+
+
+# ---------------------------------------------------------------------------- scripted engines
+def plan_path_reply(request: GenerationRequest, k: int) -> str:
+    """A deterministic move from the prompt and the candidate index (no RNG, so any process agrees)."""
+    text = request.messages[-1]["content"]
+    moves = ["[D,R]", "[R,D]", "[U]", "[L,L]", "[R]", "[D]"][(zlib.crc32(text.encode()) + k) % 6]
+    if getattr(request.tag, "agent", "") == "planner":
+        return f"#### {moves}"
+    return f"```python\nprint('{moves}')\n```"
+
+
+def scripted_plan_path() -> ScriptedEngine:
+    return ScriptedEngine(plan_path_reply)
+
+
+def at_grpo_plan():
+    from llm_marl.algorithms import get
+
+    algorithm = get("at-grpo")
+    return algorithm, algorithm.config_cls(K=2)
+
+
+def record(out) -> list[tuple]:
+    """Every sample's content, credit and advantage, in a canonical order.
+
+    Sample and decision ids are positions in the batch: the merge numbers them shard by shard, while
+    one process numbers them wave by wave across all tasks, so they are compared through the
+    episodes' paths instead (`paths`)."""
+    rows = [(s.task_id, s.episode_id, s.step, s.candidate, s.role, s.turn, s.text, s.reward, s.selected, s.trainable,
+             s.group_key, s.credit, s.advantage, tuple(s.response_ids)) for s in out.samples]
+    return sorted(rows, key=repr)
+
+
+def paths(out) -> list[tuple]:
+    """Each episode with the samples along its path, and each decision's candidates, by content."""
+    key = lambda s: (s.task_id, s.episode_id, s.step, s.candidate, s.role, s.text)  # noqa: E731
+    episodes = sorted((ep.episode_id, tuple(key(out.samples[i]) for i in ep.sample_ids), tuple(sorted(ep.returns.items())))
+                      for ep in out.episodes)
+    decisions: dict[int, list] = {}
+    for s in out.samples:
+        decisions.setdefault(s.decision_id, []).append(key(s))
+    return [episodes, sorted(tuple(v) for v in decisions.values())]
+
+
+PLAN_PATH = {"height": 4, "width": 4, "wall_density": 0.15, "min_path_length": 2, "max_path_length": 4, "max_turns": 2}
+
+
+@pytest.fixture(scope="module")
+def scripted_cluster(local_ray):
+    from llm_marl.distributed.cluster import ClusterRun
+
+    config = ClusterConfig(engines=2, rollout_workers=2, cpus_per_actor=CPU, remote_timeout_s=120)
+    with ClusterRun(config, None, engine_factory=scripted_plan_path, log=lambda m: None) as scale:
+        yield scale
+
+
+# ---------------------------------------------------------------------------- pure parts
+def test_shards_never_split_a_task_and_merge_renumbers():
+    tasks = make_tasks("plan_path", seeds=range(5), env_kwargs=PLAN_PATH)
+    shards = shard_tasks(tasks, 2)
+    assert [len(s) for s in shards] == [3, 2] and [t for s in shards for t in s] == tasks
+    assert shard_tasks(tasks[:1], 3) == [tasks[:1]]
+    algorithm, cfg = at_grpo_plan()
+    parts = [rollout(s, algorithm.sampling_plan(cfg), scripted_plan_path(), sigma={"tool": "a", "planner": "a"}) for s in shards]
+    merged = merge_rollouts(parts)
+    assert [s.sample_id for s in merged.samples] == list(range(len(merged.samples)))
+    for ep in merged.episodes:  # episodes still point at their own samples
+        assert all(merged.samples[i].episode_id == ep.episode_id or merged.samples[i].task_id == ep.task_id for i in ep.sample_ids)
+    assert len({s.decision_id for s in merged.samples}) == sum(len({s.decision_id for s in p.samples}) for p in parts)
+    assert merged.stats["samples"] == len(merged.samples)
+
+
+def test_pool_routes_a_task_to_one_engine_least_loaded_first():
+    pool = RayEnginePool(["e0", "e1"])
+    tag = lambda task: RequestTag(0, task, task, "tool", 0)  # noqa: E731
+    first = [pool.engine_for(GenerationRequest([], tag=tag(t))) for t in ("a", "b", "c")]
+    assert first == [0, 1, 0]
+    assert [pool.engine_for(GenerationRequest([], tag=tag(t))) for t in ("b", "a", "b", "c")] == [1, 0, 1, 0]
+    assert pool.engine_for(GenerationRequest([], tag=tag("d"))) == 1  # e1 holds fewer tasks
+
+
+# ---------------------------------------------------------------------------- sharded rollout
+def test_sharded_rollout_equals_in_process_sample_for_sample(scripted_cluster):
+    from llm_marl.advantage import AdvantageConfig
+    from llm_marl.algorithms import assign_advantages
+
+    algorithm, cfg = at_grpo_plan()
+    tasks = make_tasks("plan_path", seeds=range(6), env_kwargs=PLAN_PATH)
+    sigma = {"tool": "tool", "planner": "planner"}
+    sampling = SamplingParams(temperature=1.0, max_new_tokens=8, seed=3)
+    local = rollout(tasks, algorithm.sampling_plan(cfg), scripted_plan_path(), sigma=sigma, sampling=sampling)
+    sharded = scripted_cluster.rollout(tasks, algorithm.sampling_plan(cfg), sigma, sampling)
+    for out in (local, sharded):
+        assign_advantages(out, algorithm, cfg, AdvantageConfig())
+    assert len(local.samples) > 2 * len(tasks)
+    assert record(sharded) == record(local)
+    assert paths(sharded) == paths(local)
+    assert any(s.advantage != 0 for s in sharded.samples)
+    served = [s["served"] for s in scripted_cluster.engine_stats()]
+    assert all(n > 0 for n in served), served  # both engines took requests
+
+
+# ---------------------------------------------------------------------------- faults
+_DIE_FLAG = "LLM_MARL_TEST_DIE_FLAG"
+
+
+def make_env_that_kills_its_process_once(flag: str, **kwargs):
+    """The first call (in whichever process) kills that process mid-shard; later calls build the env."""
+    from llm_marl_envs.registry import make_raw
+
+    path = Path(flag)
+    if not path.exists():
+        path.write_text("died once")
+        os._exit(17)
+    return make_raw("plan_path", **kwargs)
+
+
+def test_killed_worker_is_restarted_and_its_shard_retried_once(scripted_cluster, tmp_path):
+    algorithm, cfg = at_grpo_plan()
+    tasks = make_tasks("plan_path", seeds=range(4), env_kwargs=PLAN_PATH)
+    flag = tmp_path / "died"
+    killer = dataclasses.replace(tasks[3], make_env=partial(make_env_that_kills_its_process_once, str(flag), **PLAN_PATH))
+    sigma = {"tool": "tool", "planner": "tool"}
+    local = rollout(tasks, algorithm.sampling_plan(cfg), scripted_plan_path(), sigma=sigma)
+    old_pid = ray.get(scripted_cluster.workers[1].ping.remote(), timeout=60)
+    out = scripted_cluster.rollout(tasks[:3] + [killer], algorithm.sampling_plan(cfg), sigma, SamplingParams())
+    assert flag.exists()  # the worker of the last shard did die
+    assert out.stats["shard_retries"] == 1
+    assert ray.get(scripted_cluster.workers[1].ping.remote(), timeout=60) != old_pid  # a new worker process
+    from llm_marl.advantage import AdvantageConfig
+    from llm_marl.algorithms import assign_advantages
+
+    for r in (out, local):
+        assign_advantages(r, algorithm, cfg, AdvantageConfig())
+    assert record(out) == record(local) and paths(out) == paths(local)  # nothing lost, nothing counted twice
+    assert len({(s.episode_id, s.decision_id, s.candidate) for s in out.samples}) == len(out.samples)
+
+
+def test_worker_dying_with_no_retries_left_fails_the_step_clearly(scripted_cluster, tmp_path):
+    algorithm, cfg = at_grpo_plan()
+    tasks = make_tasks("plan_path", seeds=range(2), env_kwargs=PLAN_PATH)
+    killer = dataclasses.replace(tasks[1], make_env=partial(make_env_that_kills_its_process_once, str(tmp_path / "f"), **PLAN_PATH))
+    scripted_cluster.config.actor_retries = 0
+    try:
+        with pytest.raises(ClusterError, match=r"rollout worker 1 .*died 1 time"):
+            scripted_cluster.rollout([tasks[0], killer], algorithm.sampling_plan(cfg), {"tool": "a", "planner": "a"}, SamplingParams())
+    finally:
+        scripted_cluster.config.actor_retries = 1
+    scripted_cluster._heal()  # the next step gets a live worker again
+    assert len(scripted_cluster.rollout(tasks, algorithm.sampling_plan(cfg), {"tool": "a", "planner": "a"}, SamplingParams()).samples) > 0
+
+
+# ---------------------------------------------------------------------------- sandbox in a worker
+def math_reply(request: GenerationRequest, k: int) -> str:
+    if request.tag.task_id.endswith(("/0", "/2")):
+        return "**Code:**\n```python\nprint(sum(range(10)))\n```"
+    return "**Code:**\n```python\nimport socket\nsocket.create_connection(('1.1.1.1', 80), timeout=1)\nprint('reached')\n```"
+
+
+def scripted_math() -> ScriptedEngine:
+    return ScriptedEngine(math_reply)
+
+
+def sandbox_isolation() -> dict:
+    from llm_marl_envs.sandbox import default_sandbox
+
+    box = default_sandbox()
+    return {"layers": box.isolation(), "ok": box.run("print(sum(range(10)))").stdout.strip(), "pid": os.getpid()}
+
+
+def test_sandbox_runs_inside_a_worker_actor_with_its_isolation_layers(local_ray):
+    from llm_marl.distributed.cluster import ClusterRun
+    from llm_marl.rollout import parallel
+
+    tasks = make_tasks("math", seeds=range(4), env_kwargs={"mode": "tool"})
+    with ClusterRun(ClusterConfig(engines=1, rollout_workers=2, cpus_per_actor=CPU, remote_timeout_s=120), None,
+                    engine_factory=scripted_math, log=lambda m: None) as scale:
+        out = scale.rollout(tasks, parallel(1), {"tool": None}, SamplingParams())
+        ran = {s.task_id: s.info["local_terms"]["tool"] for s in out.samples}
+        assert ran == {"math/train/0": 1, "math/train/1": 0, "math/train/2": 1, "math/train/3": 0}  # no network in the sandbox
+        inside = ray.get(ray.remote(num_cpus=CPU)(sandbox_isolation).remote(), timeout=120)
+    from llm_marl_envs.sandbox import Sandbox
+
+    with Sandbox(workers=1) as box:
+        here = box.isolation()
+    assert inside["pid"] != os.getpid() and inside["ok"] == "45"
+    assert inside["layers"] == here and any(here.values())  # the same layers as in the driver process
+
+
+# ---------------------------------------------------------------------------- trainer ranks
+def tiny_policy(policy="per-role", seed=0, dtype="float32"):
+    from llm_marl.policies import LoRAConfig, PolicySet
+
+    return PolicySet.from_pretrained("tiny-random", roles=["tool", "planner"], policy=policy, lora=LoRAConfig(r=4, alpha=8), seed=seed,
+                                     dtype=dtype)
+
+
+def synthetic_samples(tokenizer, rng: np.random.Generator):
+    """Samples of two adapters with prompts and replies of unequal lengths and non-zero advantages."""
+    from llm_marl.rollout import Sample
+
+    vocab = min(tokenizer.vocab_size, 200)
+    samples = []
+    for i in range(11):
+        adapter = "planner" if i == 10 else "tool"  # one planner sample: rank 1's planner shard is empty
+        prompt = [int(x) for x in rng.integers(3, vocab, size=4 + i % 5)]
+        response = [int(x) for x in rng.integers(3, vocab, size=2 + (i * 7) % 11)]
+        samples.append(Sample(sample_id=i, task_id=f"t{i // 2}", episode_id=f"t{i // 2}", decision_id=i, candidate=0, role=adapter,
+                              turn=0, step=0, adapter=adapter, messages=[], text="", prompt_ids=prompt, response_ids=response,
+                              old_logprobs=[float(-x) for x in rng.uniform(3, 6, size=len(response))],
+                              advantage=float(rng.normal())))
+    return samples
+
+
+def adapter_weights(policy) -> dict[str, torch.Tensor]:
+    return {k: v.detach().clone() for k, v in policy.model.named_parameters() if "lora_" in k}
+
+
+def test_two_rank_gloo_update_with_unequal_shards_equals_one_process(local_ray):
+    from llm_marl.config import OptimConfig
+    from llm_marl.distributed.actors import TrainerSpec
+    from llm_marl.distributed.cluster import ClusterRun
+    from llm_marl.loss import LossConfig
+    from llm_marl.trainer import lr_lambda, update_policy
+    from llm_marl.update import plan_update
+
+    torch.manual_seed(0)
+    optim = OptimConfig(lr=5e-2, minibatch_size=4, epochs=2, kl_beta=0.0, ratio_level="token", loss_agg="token-mean")
+    loss = LossConfig(aggregation="token-mean")
+    # float64, so that the only difference left (summation order) is far below the tolerance: Adam divides
+    # by the gradient's size, which turns float32 rounding of near-zero gradients into ~1e-5 weight differences.
+    single, driver = tiny_policy(dtype="float64"), tiny_policy(dtype="float64")
+    samples = synthetic_samples(single.tokenizer, np.random.default_rng(1))
+    before = adapter_weights(single)
+
+    optimizers = {a: torch.optim.AdamW(single.trainable_parameters(a), lr=optim.lr, weight_decay=optim.weight_decay) for a in single.adapters}
+    expected = update_policy(single, optimizers, copy.deepcopy(samples), optim, loss, 1.0, "sample", np.random.default_rng(7))
+
+    shards, _ = plan_update(samples, optim, loss, "sample", np.random.default_rng(7), ranks=2)
+    tokens = [sum(len(s.response_ids) for sh in shards[r] for s in sh.samples) for r in range(2)]
+    assert tokens[0] != tokens[1] and any(not sh.samples for sh in shards[1])  # unequal shards, and an empty one
+
+    spec = TrainerSpec("tiny-random", ("tool", "planner"), "per-role", driver.lora, optim, total_steps=1, dtype="float64")
+    d_opt = {a: torch.optim.AdamW(driver.trainable_parameters(a), lr=optim.lr, weight_decay=optim.weight_decay) for a in driver.adapters}
+    d_sched = {a: torch.optim.lr_scheduler.LambdaLR(o, lr_lambda(optim, 1)) for a, o in d_opt.items()}
+    with ClusterRun(ClusterConfig(trainer_ranks=2, cpus_per_actor=CPU, remote_timeout_s=180), driver, trainer=spec,
+                    log=lambda m: None) as scale:
+        scale.load_trainer_state(d_opt, d_sched)
+        got = scale.update(copy.deepcopy(samples), optim, loss, 1.0, "sample", np.random.default_rng(7))
+        state = scale.trainer_state()
+    after_single, after_ranks = adapter_weights(single), adapter_weights(driver)
+    assert max(float((after_single[k] - before[k]).abs().max()) for k in before) > 1e-3  # the update did move the weights
+    for k in after_single:
+        torch.testing.assert_close(after_ranks[k], after_single[k], atol=1e-9, rtol=1e-9)
+    assert got["update/tool/optimizer_steps"] == expected["update/tool/optimizer_steps"] == 6
+    assert got["loss/tool/total"] == pytest.approx(expected["loss/tool/total"], abs=1e-5)
+    assert got["loss/tool/grad_norm"] == pytest.approx(expected["loss/tool/grad_norm"], rel=1e-4)
+    assert set(state["optimizers"]) == {"tool", "planner"}
+
+
+def test_published_adapter_changes_what_engine_actors_sample(local_ray):
+    from llm_marl.distributed.actors import EngineSpec
+    from llm_marl.distributed.cluster import ClusterRun
+    from llm_marl.engines.hf import HFEngine
+
+    policy = tiny_policy("shared")
+    spec = EngineSpec("hf", "tiny-random", ("tool", "planner"), "shared", policy.lora, seed=0)
+    requests = [GenerationRequest([{"role": "user", "content": f"Say something about {w}."}], adapter="shared", n=1,
+                                  tag=RequestTag(i, f"task{i}", f"task{i}", "tool", 0)) for i, w in enumerate(["cats", "maps", "boxes", "sums"])]
+    greedy = SamplingParams(temperature=0.0, max_new_tokens=12)
+    with ClusterRun(ClusterConfig(engines=2, cpus_per_actor=CPU, remote_timeout_s=180), policy, engine_factory=spec,
+                    log=lambda m: None) as scale:
+        texts0 = [r.completions[0].text for r in scale.engine.generate(requests, greedy)]
+        with torch.no_grad():
+            gen = torch.Generator().manual_seed(5)
+            for p in policy.trainable_parameters("shared"):
+                p.add_(torch.randn(p.shape, generator=gen) * 0.5)
+        seconds = scale.publish()
+        texts1 = [r.completions[0].text for r in scale.engine.generate(requests, greedy)]
+        stats = scale.engine_stats()
+    local = [r.completions[0].text for r in HFEngine(policy).generate(requests, greedy)]
+    assert texts1 != texts0
+    assert texts1 == local  # every engine actor now samples the published weights
+    assert [s["version"] for s in stats] == [2, 2] and all(s["served"] > 0 for s in stats)
+    assert seconds > 0
+
+
+# ---------------------------------------------------------------------------- the README command
+def test_readme_local_cluster_train_command_runs(local_ray, tmp_path, capsys):
+    """2 rollout workers (1 hf engine actor) and 2 gloo trainer ranks, on the local Ray instance."""
+    import json
+    import re
+    import shlex
+
+    from llm_marl.cli import main
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    command = next(c for c in re.findall(r"^(llm-marl train .*?)(?<!\\)$", readme.replace("\\\n", " "), re.M)
+                   if "--rollout-workers 2 --trainer-ranks 2" in c)
+    argv = shlex.split(command)[1:] + ["--out-dir", str(tmp_path), "--no-progress"]
+    assert main(argv) == 0
+    run_dir = Path(json.loads(capsys.readouterr().out.strip().splitlines()[-1])["run_dir"])
+    metrics = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert metrics[-1]["update/shared/optimizer_steps"] >= 1 and "perf/publish_s" in metrics[-1]
+    config = json.loads((run_dir / "config.json").read_text())
+    assert config["cluster"]["rollout_workers"] == 2 and config["cluster"]["trainer_ranks"] == 2 and config["cluster"]["engines"] == 1
+    latest = (run_dir / "checkpoints" / "LATEST").read_text().strip()
+    state = torch.load(run_dir / "checkpoints" / latest / "trainer_state.pt", weights_only=True)
+    assert state["optimizers"]["shared"]["state"]  # rank 0's AdamW moments reached the checkpoint
