@@ -69,6 +69,7 @@ class raw_env(MoveListAnswers, ToolPlannerEnv):
     metadata = {"render_modes": ["human", "ansi"], "name": "plan_path_v1", "is_parallelizable": False}
     instance_namespace = "plan_path"
     prompts = prompts
+    fork_shared = (*ToolPlannerEnv.fork_shared, "grid", "to_goal")
 
     def __init__(self, mode: Mode = "mas", max_turns: int = 4, height: int = 10, width: int = 10,
                  wall_density: float = 0.22, min_path_length: int = 6, max_path_length: int | None = None,
