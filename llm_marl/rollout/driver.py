@@ -13,9 +13,10 @@ replies. Only the environment contract is used: `reset`, `agent_selection`, `obs
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -220,6 +221,25 @@ class Turn:
         return Outcome(branch=child, sample=sample)
 
 
+@contextlib.contextmanager
+def _prefetched_runs(turns: list[tuple[Any, ...]], stats: dict[str, int]) -> Iterator[None]:
+    """Run the programs every reply of this wave will run, concurrently, grouped by sandbox."""
+    jobs: dict[int, tuple[Any, list[tuple[str, str]]]] = {}
+    for branch, agent, _obs, _adapter, _prompt_ids, replies in turns:
+        planned = getattr(getattr(branch.env, "unwrapped", branch.env), "planned_runs", None)
+        if planned is None or branch.error is not None:
+            continue
+        for reply in replies:
+            for sandbox, code, stdin in planned(agent, reply.text):
+                jobs.setdefault(id(sandbox), (sandbox, []))[1].append((code, stdin))
+    with contextlib.ExitStack() as stack:
+        for sandbox, pairs in jobs.values():
+            if len(pairs) > 1:  # one program gains nothing from running early
+                stack.enter_context(sandbox.prefetched(pairs))
+                stats["prefetched_runs"] += len(pairs)
+        yield
+
+
 def _wave_sampling(sampling: SamplingParams, wave: int) -> SamplingParams:
     if sampling.seed is None:
         return sampling
@@ -229,13 +249,18 @@ def _wave_sampling(sampling: SamplingParams, wave: int) -> SamplingParams:
 
 def rollout(tasks: list[Task], plan: SamplingPlan, engine: Engine, sigma: Sigma = None,
             sampling: SamplingParams | None = None, max_steps: int = 256,
-            on_wave: Callable[[dict[str, int]], None] | None = None) -> Rollout:
+            on_wave: Callable[[dict[str, int]], None] | None = None, prefetch: bool = True) -> Rollout:
     """Play every task to the end under `plan`, one `engine.generate` call per wave.
 
     `sigma` maps a role to its adapter (AT-GRPO's σ). `sampling` is used for every call; with a
     seed, wave w samples with a seed derived from (seed, w). A line of play that takes more than
     `max_steps` agent steps is stopped and recorded with `Episode.cut = True`. `on_wave` (progress
     display) is called after each wave with the counts so far: waves, completions, episodes, live.
+
+    `prefetch`: run the sandboxed programs that a wave's replies will run (`env.planned_runs`) all at
+    once, over the sandbox's workers, before the branches are stepped one after the other; each step
+    then takes its own program's result (`Sandbox.prefetched`). Samples and rewards are those of
+    `prefetch=False`; only the wall time differs.
     """
     sampling = sampling or SamplingParams()
     adapter_of = resolve_sigma(sigma)
@@ -243,7 +268,7 @@ def rollout(tasks: list[Task], plan: SamplingPlan, engine: Engine, sigma: Sigma 
     if len(set(ids)) != len(ids):
         raise ValueError(f"task ids must be unique (they are the group keys' environment instance): {ids}")
     rec = _Recorder()
-    stats = {"waves": 0, "engine_calls": 0, "requests": 0, "completions": 0, "fixed_replies": 0,
+    stats = {"waves": 0, "prefetched_runs": 0, "engine_calls": 0, "requests": 0, "completions": 0, "fixed_replies": 0,
              "counterfactual_completions": 0, "counterfactual_fixed_replies": 0, "counterfactual_episodes": 0}
     live: list[Branch] = []
     for task in tasks:
@@ -289,7 +314,7 @@ def rollout(tasks: list[Task], plan: SamplingPlan, engine: Engine, sigma: Sigma 
             stats["completions"] += sum(r.n for r in requests)
             stats["counterfactual_completions"] += sum(d.n for b, _, _, _, d in pending
                                                        if d.replies is None and b.counterfactual is not None)
-        live = []
+        turns = []
         for i, (branch, agent, obs, adapter, decision) in enumerate(pending):
             if decision.replies is None:
                 res = by_index[i]
@@ -301,7 +326,11 @@ def rollout(tasks: list[Task], plan: SamplingPlan, engine: Engine, sigma: Sigma 
                 stats["fixed_replies"] += len(replies)
                 if branch.counterfactual is not None:
                     stats["counterfactual_fixed_replies"] += len(replies)
-            live.extend(plan.expand(Turn(rec, branch, agent, obs, adapter, prompt_ids, replies)))
+            turns.append((branch, agent, obs, adapter, prompt_ids, replies))
+        live = []
+        with _prefetched_runs(turns if prefetch else [], stats):
+            for branch, agent, obs, adapter, prompt_ids, replies in turns:
+                live.extend(plan.expand(Turn(rec, branch, agent, obs, adapter, prompt_ids, replies)))
         wave += 1
         if on_wave is not None:
             on_wave({"waves": wave, "completions": stats["completions"], "episodes": len(rec.episodes), "live": len(live)})
