@@ -287,3 +287,35 @@ def test_a_line_of_play_whose_environment_raises_ends_and_the_others_go_on():
     assert out.stats["env_errors"] == 1
     assert {ep.episode_id for ep in out.episodes} == {"t0/g0", "t0/g1", "t1/g0", "t1/g1"}
     assert all(ep.steps == 2 or ep.success for ep in out.episodes if not ep.error)
+
+
+def _tool_or_planner_reply(req, k):
+    """Tool programs that differ by candidate (one fails, one never compiles); planner move lists."""
+    if req.tag.agent == "tool":
+        programs = ["print('[R, R]')", "print('[D]')", "raise SystemExit(3)", "print('[R'", "print('[U, R]')"]
+        return f"```python\n{programs[(k + req.tag.step) % len(programs)]}\n```"
+    return ["#### [R, R, D]", "#### [D, R]", "no answer", "#### [R]"][(k + req.tag.step) % 4]
+
+
+@pytest.mark.parametrize("plan", [tree(K=4), parallel(3)], ids=["tree", "parallel"])
+def test_prefetched_sandbox_runs_give_the_same_rollout(plan):
+    """The programs of a wave run at once before the branches are stepped; nothing observable changes."""
+    from llm_marl_envs.sandbox import Sandbox
+
+    with Sandbox(workers=2) as sandbox:
+        def run(prefetch):
+            tasks = (make_tasks("plan_path", seeds=[0, 1], env_kwargs={"max_turns": 2, "height": 5, "width": 5,
+                                                                       "min_path_length": 3, "sandbox": sandbox})
+                     + make_tasks("sudoku", seeds=[0], env_kwargs={"max_turns": 1, "sandbox": sandbox}))
+            return rollout(tasks, plan, engine(_tool_or_planner_reply), sigma=SIGMA,
+                           sampling=SamplingParams(seed=0), prefetch=prefetch)
+
+        before, after = run(False), run(True)
+    assert before.stats["prefetched_runs"] == 0 and after.stats["prefetched_runs"] > 0
+    fields = lambda s: (s.sample_id, s.episode_id, s.decision_id, s.candidate, s.role, s.step, s.text, s.reward, s.info,
+                        s.messages)
+    assert [fields(s) for s in after.samples] == [fields(s) for s in before.samples]
+    assert [(e.episode_id, e.returns, e.success, e.final_infos) for e in after.episodes] == \
+        [(e.episode_id, e.returns, e.success, e.final_infos) for e in before.episodes]
+    statuses = {s.info.get("tool_status") for s in after.samples if s.role == "tool"}
+    assert {"ok", "error"} <= statuses
