@@ -311,7 +311,7 @@ def test_prefetched_sandbox_runs_give_the_same_rollout(plan):
                            sampling=SamplingParams(seed=0), prefetch=prefetch)
 
         before, after = run(False), run(True)
-    assert before.stats["prefetched_runs"] == 0 and after.stats["prefetched_runs"] > 0
+    assert before.stats["prefetched_calls"] == 0 and after.stats["prefetched_calls"] > 0
     fields = lambda s: (s.sample_id, s.episode_id, s.decision_id, s.candidate, s.role, s.step, s.text, s.reward, s.info,
                         s.messages)
     assert [fields(s) for s in after.samples] == [fields(s) for s in before.samples]
@@ -319,3 +319,33 @@ def test_prefetched_sandbox_runs_give_the_same_rollout(plan):
         [(e.episode_id, e.returns, e.success, e.final_infos) for e in before.episodes]
     statuses = {s.info.get("tool_status") for s in after.samples if s.role == "tool"}
     assert {"ok", "error"} <= statuses
+
+
+@pytest.mark.parametrize("transport", ["direct", "subprocess"])
+def test_prefetched_search_calls_give_the_same_rollout(transport):
+    """Deep search (single agent): the searches and fetches of a wave are made at once, results unchanged."""
+    from agents.oracle.deep_search import tool_call
+    from llm_marl_envs.search.tools import SERVER_NAME
+
+    queries = ["river", "director of the film", "capital city", "born in"]
+
+    def reply(req, k):
+        i = k + req.tag.step
+        if i % 5 == 4:
+            return "\\boxed{unknown}"
+        if i % 3 == 2:
+            return tool_call(SERVER_NAME, "fetch", {"url": "https://nowhere.invalid/page"})
+        return tool_call(SERVER_NAME, "search", {"query": queries[i % len(queries)], "k": 3})
+
+    def run(prefetch):
+        tasks = make_tasks("deep_search", seeds=[0, 1], env_kwargs={"mode": "single", "max_single_turns": 3,
+                                                                    "transport": transport})
+        return rollout(tasks, tree(K=2), engine(reply), sigma={"planner": "p"}, sampling=SamplingParams(seed=0),
+                       prefetch=prefetch)
+
+    before, after = run(False), run(True)
+    assert before.stats["prefetched_calls"] == 0 and after.stats["prefetched_calls"] > 0
+    fields = lambda s: (s.sample_id, s.episode_id, s.candidate, s.text, s.reward, s.info, s.messages)
+    assert [fields(s) for s in after.samples] == [fields(s) for s in before.samples]
+    assert [(e.episode_id, e.returns, e.final_infos) for e in after.episodes] == \
+        [(e.episode_id, e.returns, e.final_infos) for e in before.episodes]

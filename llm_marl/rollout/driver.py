@@ -223,20 +223,21 @@ class Turn:
 
 @contextlib.contextmanager
 def _prefetched_runs(turns: list[tuple[Any, ...]], stats: dict[str, int]) -> Iterator[None]:
-    """Run the programs every reply of this wave will run, concurrently, grouped by sandbox."""
+    """Run the tool calls (sandboxed programs, searches) every reply of this wave will make,
+    concurrently, grouped by runtime."""
     jobs: dict[int, tuple[Any, list[tuple[str, str]]]] = {}
     for branch, agent, _obs, _adapter, _prompt_ids, replies in turns:
-        planned = getattr(getattr(branch.env, "unwrapped", branch.env), "planned_runs", None)
+        planned = getattr(getattr(branch.env, "unwrapped", branch.env), "planned_calls", None)
         if planned is None or branch.error is not None:
             continue
         for reply in replies:
-            for sandbox, code, stdin in planned(agent, reply.text):
-                jobs.setdefault(id(sandbox), (sandbox, []))[1].append((code, stdin))
+            for runtime, job in planned(agent, reply.text):
+                jobs.setdefault(id(runtime), (runtime, []))[1].append(job)
     with contextlib.ExitStack() as stack:
-        for sandbox, pairs in jobs.values():
-            if len(pairs) > 1:  # one program gains nothing from running early
-                stack.enter_context(sandbox.prefetched(pairs))
-                stats["prefetched_runs"] += len(pairs)
+        for runtime, runtime_jobs in jobs.values():
+            if len(runtime_jobs) > 1:  # one call gains nothing from running early
+                stack.enter_context(runtime.prefetched(runtime_jobs))
+                stats["prefetched_calls"] += len(runtime_jobs)
         yield
 
 
@@ -257,10 +258,11 @@ def rollout(tasks: list[Task], plan: SamplingPlan, engine: Engine, sigma: Sigma 
     `max_steps` agent steps is stopped and recorded with `Episode.cut = True`. `on_wave` (progress
     display) is called after each wave with the counts so far: waves, completions, episodes, live.
 
-    `prefetch`: run the sandboxed programs that a wave's replies will run (`env.planned_runs`) all at
-    once, over the sandbox's workers, before the branches are stepped one after the other; each step
-    then takes its own program's result (`Sandbox.prefetched`). Samples and rewards are those of
-    `prefetch=False`; only the wall time differs.
+    `prefetch`: make the tool calls (sandboxed programs, searches) that a wave's replies will make
+    (`env.planned_calls`) all at once before the branches are stepped one after the other; each step
+    then takes its own call's result (`Sandbox.prefetched`, `SearchRuntime.prefetched`). Samples
+    and rewards are those of `prefetch=False` (for deterministic programs and search backends);
+    only the wall time differs.
     """
     sampling = sampling or SamplingParams()
     adapter_of = resolve_sigma(sigma)
@@ -268,7 +270,7 @@ def rollout(tasks: list[Task], plan: SamplingPlan, engine: Engine, sigma: Sigma 
     if len(set(ids)) != len(ids):
         raise ValueError(f"task ids must be unique (they are the group keys' environment instance): {ids}")
     rec = _Recorder()
-    stats = {"waves": 0, "prefetched_runs": 0, "engine_calls": 0, "requests": 0, "completions": 0, "fixed_replies": 0,
+    stats = {"waves": 0, "prefetched_calls": 0, "engine_calls": 0, "requests": 0, "completions": 0, "fixed_replies": 0,
              "counterfactual_completions": 0, "counterfactual_fixed_replies": 0, "counterfactual_episodes": 0}
     live: list[Branch] = []
     for task in tasks:

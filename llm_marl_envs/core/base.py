@@ -104,11 +104,11 @@ class TextAECEnv(AECEnv):
         """Tool runtimes (sandbox, search client) that forks share instead of copying."""
         return []
 
-    def planned_runs(self, agent: str, reply: str) -> list[tuple[Any, str, str]]:
-        """The sandboxed programs that `step(reply)` by `agent` would run now, as (sandbox, code,
-        stdin) with the sandbox's own limits. A driver may run those of many branches at once
-        (`Sandbox.prefetched`) before stepping them one by one; a wrong guess only costs time.
-        Default: none."""
+    def planned_calls(self, agent: str, reply: str) -> list[tuple[Any, tuple[Any, ...]]]:
+        """The tool-runtime calls that `step(reply)` by `agent` would make now, as (runtime, job):
+        a sandbox's (code, stdin) under its own limits, a search runtime's (tool, arguments). A driver
+        may run the calls of many branches at once (`runtime.prefetched(jobs)`) before stepping the
+        branches one by one; a wrong guess only costs time. Default: none."""
         return []
 
     # ------------------------------------------------------------------ counterfactual baselines

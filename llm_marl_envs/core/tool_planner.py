@@ -155,13 +155,13 @@ class ToolPlannerEnv(TextAECEnv):
             return self.prompts.single_planner_messages(ctx)
         return self.prompts.planner_messages(ctx)
 
-    def planned_runs(self, agent: str, reply: str) -> list[tuple[Any, str, str]]:
+    def planned_calls(self, agent: str, reply: str) -> list[tuple[Any, tuple[Any, ...]]]:
         if agent != "tool":
             return []
         code, _ = extract_code(reply)
         if code is None or compile_error(code) is not None:
             return []
-        return [(self.sandbox, code, "")]
+        return [(self.sandbox, (code, ""))]
 
     def run_tool(self, reply: str) -> ToolRun:
         code, error = extract_code(reply)
