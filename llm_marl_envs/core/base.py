@@ -54,6 +54,9 @@ class TextAECEnv(AECEnv):
     """Attributes that never change once set (during an episode or for the env's life): `fork()` shares
     them instead of copying. A subclass adds its own (a grid, a BFS table...) by extending the tuple;
     whatever is not listed is deep-copied, so forgetting an entry costs time, never independence."""
+    fork_shallow: ClassVar[tuple[str, ...]] = ("transcript",)
+    """Lists that only grow by `append` of immutable items (tuples of str and int, frozen records):
+    `fork()` copies the list and shares the items."""
     delegating_role: str | None = None
     """The role that hands subtasks to the other roles and reads only their results (deep search's
     planner), or None. Algorithms that credit workers for their delegated output (SHARP) need one."""
@@ -241,17 +244,23 @@ class TextAECEnv(AECEnv):
 
         Stepping or resetting the copy never changes the original, and the other way round. Shared
         are: the tool runtimes, the attributes named in `fork_shared` (the instance, the spaces with
-        their sampling generators, a subclass's grids and tables) and, copy-on-write, the generator
-        that draws instance seeds on `reset()` without a seed.
+        their sampling generators, a subclass's grids and tables), the items of the lists named in
+        `fork_shallow` and, copy-on-write, the generator that draws instance seeds on `reset()`
+        without a seed.
         """
         clone = object.__new__(type(self))
         memo[id(self)] = clone
         for runtime in self._shared_runtimes():
             memo.setdefault(id(runtime), runtime)
-        shared = self.fork_shared
+        shared, shallow = self.fork_shared, self.fork_shallow
         state = {}
         for name, value in self.__dict__.items():
-            state[name] = value if name in shared or name == "_seed_rng" else copy_state(value, memo)
+            if name in shared or name == "_seed_rng":
+                state[name] = value
+            elif name in shallow and type(value) is list:
+                state[name] = memo[id(value)] = list(value)
+            else:
+                state[name] = copy_state(value, memo)
         clone.__dict__.update(state)
         self._seed_rng_shared = clone._seed_rng_shared = self._seed_rng is not None
         return clone
@@ -292,6 +301,11 @@ def copy_state(value: Any, memo: dict[int, Any]) -> Any:
         out.extend(v if type(v) in _ATOMIC else copy_state(v, memo) for v in value)
         return out
     if cls is tuple:
+        for v in value:
+            if type(v) not in _ATOMIC:
+                break
+        else:
+            return value  # only atomic items: immutable all the way down
         items = tuple(v if type(v) in _ATOMIC else copy_state(v, memo) for v in value)
         out = value if all(a is b for a, b in zip(items, value)) else items
         memo[id(value)] = out

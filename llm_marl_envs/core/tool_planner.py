@@ -87,6 +87,7 @@ class ToolPlannerEnv(TextAECEnv):
 
     prompts: Any = None
     fork_shared = (*TextAECEnv.fork_shared, "config")
+    fork_shallow = (*TextAECEnv.fork_shallow, "history")
     """The task's prompts module: tool_messages(ctx), planner_messages(ctx), single_planner_messages(ctx)."""
 
     def __init__(self, *, mode: Mode = "mas", max_turns: int = 4, render_mode: str | None = None, sandbox: Any = None):
