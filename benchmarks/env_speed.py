@@ -19,8 +19,10 @@ Rows:
   wall time is the environments' and the sandbox's: tool programs of a wave run one after the other
   (`prefetch=False`, and the base tree) or all at once (`prefetch=True`, 2 sandbox workers).
 
-No peer project (PettingLLMs, reasoning-gym) is measured here: none is installed in this project's
-environment, and none of their code is copied in.
+With `--peers PYTHON` (an interpreter of a scratch virtual environment outside the project where
+reasoning-gym is installed from the package index), the same rounds also time reasoning-gym's
+generators on the shared tasks (maze, mini_sudoku, sudoku, sokoban). PettingLLMs is not measured.
+No peer code is copied into the project; the peer is only imported by that interpreter.
 """
 
 from __future__ import annotations
@@ -46,6 +48,26 @@ GENERATION = [  # (row name, env, constructor kwargs, split, instances)
     ("Sudoku 9x9 unique, train", "sudoku", {"size": 9, "max_removals": 50}, "train", 10),
     ("Sokoban 6x6 one box, train", "sokoban", {}, "train", 150),
 ]
+PEER_TASKS = {  # our generation row -> reasoning-gym dataset and config doing the same work
+    "Plan-Path 10x10, train": ("maze", {"min_grid_size": 10, "max_grid_size": 10, "min_dist": 6, "max_dist": 18}),
+    "Sudoku 4x4 unique, train": ("mini_sudoku", {}),
+    "Sudoku 9x9 unique, train": ("sudoku", {"min_empty": 30, "max_empty": 50}),
+    "Sokoban 6x6 one box, train": ("sokoban", {"min_w": 6, "max_w": 6, "min_h": 6, "max_h": 6, "min_boxes": 1, "max_boxes": 1}),
+}
+PEER_WORKER = """
+import json, sys, time
+import reasoning_gym
+tasks, fast = json.loads(sys.argv[1]), sys.argv[2] == "1"
+out = {}
+for row, (name, config, count) in tasks.items():
+    count = max(2, count // 5) if fast else count
+    ds = reasoning_gym.create_dataset(name, seed=0, size=count, **config)
+    start = time.perf_counter()
+    for i in range(count):
+        ds[i]  # items are generated on access, a pure function of (seed, index)
+    out["gen/" + row] = (time.perf_counter() - start) / count * 1e6
+print(json.dumps(out))
+"""
 
 
 # ---------------------------------------------------------------------------- worker (one tree, one round)
@@ -137,11 +159,22 @@ def _run_worker(tree: Path, fast: bool) -> dict[str, float]:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+def _run_peer(python: str, fast: bool) -> dict[str, float]:
+    counts = {row: count for row, *_, count in GENERATION}
+    tasks = {row: (name, config, counts[row]) for row, (name, config) in PEER_TASKS.items()}
+    proc = subprocess.run([python, "-c", PEER_WORKER, json.dumps(tasks), "1" if fast else "0"], capture_output=True,
+                          text=True, check=False, cwd=tempfile.gettempdir(), env={**os.environ, "OMP_NUM_THREADS": "1"})
+    if proc.returncode != 0:
+        raise RuntimeError(f"reasoning-gym worker failed:\n{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
 def _fmt(us: float) -> str:
     return f"{us / 1000:.2f} ms" if us >= 10_000 else f"{us:.1f} µs"
 
 
-def table(before: list[dict[str, float]], after: list[dict[str, float]], base: str) -> str:
+def table(before: list[dict[str, float]], after: list[dict[str, float]], base: str,
+          peers: list[dict[str, float]] | None = None) -> str:
     def stat(runs, key):
         vals = [r[key] for r in runs if key in r]
         return (min(vals), statistics.median(vals)) if vals else None
@@ -171,7 +204,18 @@ def table(before: list[dict[str, float]], after: list[dict[str, float]], base: s
         b = stat(before, f"gen/{label}")
         if a and b:
             rates.append(f"{label}: {1e6 / b[1]:,.0f} -> {1e6 / a[1]:,.0f} instances/s")
-    return "\n".join(lines) + "\n\nInstances per second (medians): " + "; ".join(rates) + "."
+    text = "\n".join(lines) + "\n\nInstances per second (medians): " + "; ".join(rates) + "."
+    if peers:
+        text += ("\n\nInstance generation against reasoning-gym (same rounds; items generated on access):\n\n"
+                 "| our task | reasoning-gym task (config) | reasoning-gym instances/s (median) | ours, base | ours, this tree "
+                 "| this tree / reasoning-gym rate |\n|---|---|---|---|---|---|\n")
+        for label, (name, config) in PEER_TASKS.items():
+            p, a, b = stat(peers, f"gen/{label}"), stat(after, f"gen/{label}"), stat(before, f"gen/{label}")
+            if p and a and b:
+                cfg = ", ".join(f"{k}={v}" for k, v in config.items()) or "defaults"
+                text += (f"| {label} | {name} ({cfg}) | {1e6 / p[1]:,.0f} | {1e6 / b[1]:,.0f} | {1e6 / a[1]:,.0f} "
+                         f"| {p[1] / a[1]:.2f} |\n")
+    return text
 
 
 def main() -> None:
@@ -180,6 +224,8 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3, help="alternating measuring rounds per tree")
     ap.add_argument("--fast", action="store_true", help="fewer calls per row (a smoke run; numbers are noisy)")
     ap.add_argument("--write", metavar="FILE", help="write the table into this benchmarks.md section")
+    ap.add_argument("--peers", metavar="PYTHON", help="an interpreter with reasoning-gym installed (a scratch venv "
+                    "outside the project: python -m venv /tmp/peers && /tmp/peers/bin/pip install reasoning-gym)")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
@@ -190,12 +236,14 @@ def main() -> None:
         archive = subprocess.run(["git", "archive", args.base], cwd=ROOT, capture_output=True, check=True).stdout
         subprocess.run(["tar", "-x", "-C", tmp], input=archive, check=True)
         load0 = os.getloadavg()[0]
-        before, after = [], []
+        before, after, peers = [], [], []
         for _ in range(args.rounds):
             before.append(_run_worker(Path(tmp), args.fast))
             after.append(_run_worker(ROOT, args.fast))
+            if args.peers:
+                peers.append(_run_peer(args.peers, args.fast))
         load1 = os.getloadavg()[0]
-    body = table(before, after, args.base)
+    body = table(before, after, args.base, peers)
     print(body)
     if args.write:
         sys.path.insert(0, str(ROOT))
@@ -205,8 +253,9 @@ def main() -> None:
         note = (f"{args.rounds} alternating rounds per tree; per-call times (each round's best of 3 timed repeats). "
                 f"1-minute load average {load0:.1f} before and {load1:.1f} after (the machine is shared: absolute "
                 "numbers move with the load, the ratios much less). Sandbox: 2 warm workers; the tree rollout's engine "
-                "is scripted, so its time is the environments' and the sandbox's. No peer project is measured: "
-                "PettingLLMs and reasoning-gym are not installed here.")
+                "is scripted, so its time is the environments' and the sandbox's. "
+                + ("reasoning-gym: the `--peers` interpreter's version. " if args.peers else "")
+                + "PettingLLMs is not measured (not installed here).")
         write_section(args.write, "env_speed", "Environment speed: fork, agent turn, generation, tool runs of a wave",
                       command, note + "\n\n" + body)
 

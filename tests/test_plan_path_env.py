@@ -201,3 +201,17 @@ def test_generation_draws_the_same_instances_as_before(config, digest):
     keys = [draw_instance("plan_path", split, s, lambda rng: generate(rng, cfg)).key()
             for split in ("train", "val", "test") for s in range(40)]
     assert hashlib.sha256("\n".join(keys).encode()).hexdigest()[:16] == digest
+
+
+def test_grid_text_draws_every_cell_as_the_cell_by_cell_rendering():
+    """`grid_text` places A on rows built once per episode; it must equal the plain per-cell drawing."""
+    env = plan_path_v1.raw_env()
+    for seed in range(20):
+        env.reset(seed=seed)
+        inst = env.instance
+        for position in [inst.start, inst.goal, *sorted(env.to_goal)[:5]]:
+            env.position = position
+            plain = "\n".join("".join("A" if (r, c) == position else "G" if (r, c) == inst.goal
+                                      else "#" if (r, c) in inst.grid.walls else "." for c in range(inst.grid.width))
+                              for r in range(inst.grid.height))
+            assert env.grid_text() == plain

@@ -40,8 +40,12 @@ class PlanPathInstance:
     shortest_length: int
 
     def key(self) -> str:
-        rows = ["".join("#" if (r, c) in self.grid.walls else "." for c in range(self.grid.width)) for r in range(self.grid.height)]
-        return f"{self.start}|{self.goal}|" + "/".join(rows)
+        h, w = self.grid.height, self.grid.width
+        cells = ["."] * (h * w)
+        for r, c in self.grid.walls:
+            if 0 <= r < h and 0 <= c < w:
+                cells[r * w + c] = "#"
+        return f"{self.start}|{self.goal}|" + "/".join("".join(cells[r * w:(r + 1) * w]) for r in range(h))
 
 
 MAX_TRIES = 10_000
