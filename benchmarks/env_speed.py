@@ -21,8 +21,10 @@ Rows:
 
 With `--peers PYTHON` (an interpreter of a scratch virtual environment outside the project where
 reasoning-gym is installed from the package index), the same rounds also time reasoning-gym's
-generators on the shared tasks (maze, mini_sudoku, sudoku, sokoban). PettingLLMs is not measured.
-No peer code is copied into the project; the peer is only imported by that interpreter.
+generators on the shared tasks (maze, mini_sudoku, sudoku, sokoban). With `--pettingllms SRC` too (a
+checkout of github.com/pettingllms-ai/PettingLLMs), that interpreter imports its environment states
+and times deepcopy (its fork), `text_observation`, a turn and generation. No peer code is copied into
+the project; the peers are only imported by that interpreter.
 """
 
 from __future__ import annotations
@@ -159,6 +161,54 @@ def _run_worker(tree: Path, fast: bool) -> dict[str, float]:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+PETTINGLLMS_WORKER = """
+import copy, json, re, sys, time, timeit
+sys.path.insert(0, sys.argv[1])
+from pettingllms.multi_agent_env.stateful.env_state import PlanPathGridEnvState, SokobanGridEnvState, SudukuEnvState
+fast = sys.argv[2] == "1"
+n = 50 if fast else 300
+six = {"env": {"map_size": 6}}
+def per_call(fn, number):
+    return min(timeit.repeat(fn, number=number, repeat=3)) / number * 1e6
+def moves(text):  # the reply's action list, as a trainer must parse it before step
+    return re.findall(r"[UDLR]", text.rsplit("####", 1)[-1])
+states = {
+    "plan_path": (lambda: PlanPathGridEnvState(seed=1), "#### [R, D]"),
+    "sokoban": (lambda: SokobanGridEnvState(seed=1, config=six), "#### [U, L]"),
+    "sudoku": (lambda: SudukuEnvState(seed=1, size=4), None),
+}
+out = {}
+for name, (make, reply) in states.items():
+    state = make()
+    if reply is not None:
+        state.step(moves("#### [U]"))  # one step taken, like our state after a turn
+    grid_reply = json.dumps(state.grid) if name == "sudoku" else None
+    out["fork/" + name] = per_call(lambda: copy.deepcopy(state), n)
+    out["observe/" + name] = per_call(state.text_observation, n)
+    def turn():
+        state.text_observation()
+        child = copy.deepcopy(state)
+        child.step(json.loads(grid_reply) if grid_reply else moves(reply))
+    out["turn/" + name] = per_call(turn, n)
+for row, make, count in (("Plan-Path 10x10, train", lambda s: PlanPathGridEnvState(seed=s), 300),
+                         ("Sokoban 6x6 one box, train", lambda s: SokobanGridEnvState(seed=s, config=six), 150)):
+    count = max(2, count // 5) if fast else count
+    start = time.perf_counter()
+    for seed in range(count):
+        make(seed)
+    out["gen/" + row] = (time.perf_counter() - start) / count * 1e6
+print(json.dumps(out))
+"""
+
+
+def _run_pettingllms(python: str, src: str, fast: bool) -> dict[str, float]:
+    proc = subprocess.run([python, "-c", PETTINGLLMS_WORKER, src, "1" if fast else "0"], capture_output=True, text=True,
+                          check=False, cwd=tempfile.gettempdir(), env={**os.environ, "OMP_NUM_THREADS": "1"})
+    if proc.returncode != 0:
+        raise RuntimeError(f"PettingLLMs worker failed:\n{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
 def _run_peer(python: str, fast: bool) -> dict[str, float]:
     counts = {row: count for row, *_, count in GENERATION}
     tasks = {row: (name, config, counts[row]) for row, (name, config) in PEER_TASKS.items()}
@@ -174,7 +224,7 @@ def _fmt(us: float) -> str:
 
 
 def table(before: list[dict[str, float]], after: list[dict[str, float]], base: str,
-          peers: list[dict[str, float]] | None = None) -> str:
+          peers: list[dict[str, float]] | None = None, pettingllms: list[dict[str, float]] | None = None) -> str:
     def stat(runs, key):
         vals = [r[key] for r in runs if key in r]
         return (min(vals), statistics.median(vals)) if vals else None
@@ -215,6 +265,19 @@ def table(before: list[dict[str, float]], after: list[dict[str, float]], base: s
                 cfg = ", ".join(f"{k}={v}" for k, v in config.items()) or "defaults"
                 text += (f"| {label} | {name} ({cfg}) | {1e6 / p[1]:,.0f} | {1e6 / b[1]:,.0f} | {1e6 / a[1]:,.0f} "
                          f"| {p[1] / a[1]:.2f} |\n")
+    if pettingllms:
+        text += ("\n\nAgainst PettingLLMs' environment states (`stateful/env_state.py`; its fork is `copy.deepcopy`, "
+                 "its observation `text_observation()`, its turn observation + deepcopy + regex parse + `step`):\n\n"
+                 "| work | PettingLLMs min / median | ours, base median | ours, this tree min / median | this tree / PettingLLMs "
+                 "(medians) |\n|---|---|---|---|---|\n")
+        keys = [(f"`fork()` vs deepcopy, {ENVS[n]}", f"fork/{n}") for n in ENVS]
+        keys += [(f"agent turn, {ENVS[n]}", f"turn/{n}") for n in ENVS]
+        keys += [(f"observation build, {ENVS[n]}", f"observe/{n}") for n in ENVS]
+        keys += [(f"one instance, {label}", f"gen/{label}") for label in ("Plan-Path 10x10, train", "Sokoban 6x6 one box, train")]
+        for label, key in keys:
+            p, a, b = stat(pettingllms, key), stat(after, key), stat(before, key)
+            if p and a and b:
+                text += f"| {label} | {_fmt(p[0])} / {_fmt(p[1])} | {_fmt(b[1])} | {_fmt(a[0])} / {_fmt(a[1])} | {a[1] / p[1]:.2f} |\n"
     return text
 
 
@@ -226,6 +289,8 @@ def main() -> None:
     ap.add_argument("--write", metavar="FILE", help="write the table into this benchmarks.md section")
     ap.add_argument("--peers", metavar="PYTHON", help="an interpreter with reasoning-gym installed (a scratch venv "
                     "outside the project: python -m venv /tmp/peers && /tmp/peers/bin/pip install reasoning-gym)")
+    ap.add_argument("--pettingllms", metavar="SRC", help="a PettingLLMs checkout (its `pettingllms/` package is imported "
+                    "by the --peers interpreter; nothing of it is installed into the project)")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
@@ -236,14 +301,16 @@ def main() -> None:
         archive = subprocess.run(["git", "archive", args.base], cwd=ROOT, capture_output=True, check=True).stdout
         subprocess.run(["tar", "-x", "-C", tmp], input=archive, check=True)
         load0 = os.getloadavg()[0]
-        before, after, peers = [], [], []
+        before, after, peers, pettingllms = [], [], [], []
         for _ in range(args.rounds):
             before.append(_run_worker(Path(tmp), args.fast))
             after.append(_run_worker(ROOT, args.fast))
             if args.peers:
                 peers.append(_run_peer(args.peers, args.fast))
+            if args.peers and args.pettingllms:
+                pettingllms.append(_run_pettingllms(args.peers, args.pettingllms, args.fast))
         load1 = os.getloadavg()[0]
-    body = table(before, after, args.base, peers)
+    body = table(before, after, args.base, peers, pettingllms)
     print(body)
     if args.write:
         sys.path.insert(0, str(ROOT))
@@ -255,7 +322,9 @@ def main() -> None:
                 "numbers move with the load, the ratios much less). Sandbox: 2 warm workers; the tree rollout's engine "
                 "is scripted, so its time is the environments' and the sandbox's. "
                 + ("reasoning-gym: the `--peers` interpreter's version. " if args.peers else "")
-                + "PettingLLMs is not measured (not installed here).")
+                + ("PettingLLMs: the environment states of the checkout given by `--pettingllms` (Sudoku: its "
+                   "built-in puzzle, as no puzzle file ships with it). " if args.pettingllms else "PettingLLMs is not measured. ")
+                + "Our turn: mode \"planner\", the oracle's reply; theirs: a move list (Sudoku: the current grid).")
         write_section(args.write, "env_speed", "Environment speed: fork, agent turn, generation, tool runs of a wave",
                       command, note + "\n\n" + body)
 
