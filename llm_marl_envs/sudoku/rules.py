@@ -15,6 +15,7 @@ An answer (a full grid or a list of fill steps) is applied to the current grid a
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 Grid = tuple[tuple[int, ...], ...]
 Cell = tuple[int, int]
@@ -109,10 +110,16 @@ def is_well_formed(grid: object, shape: Shape, *, allow_empty: bool = True) -> b
     return True
 
 
+@lru_cache(maxsize=32)
+def unit_table(shape: Shape) -> tuple[tuple[Cell, ...], ...]:
+    """`shape.units()`, built once per shape (read-only)."""
+    return tuple(tuple(unit) for unit in shape.units())
+
+
 def conflicts(grid: Grid, shape: Shape) -> set[Cell]:
     """Filled cells whose digit appears again in their row, column or box."""
     bad: set[Cell] = set()
-    for unit in shape.units():
+    for unit in unit_table(shape):
         seen: dict[int, Cell] = {}
         for r, c in unit:
             v = grid[r][c]
