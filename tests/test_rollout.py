@@ -349,3 +349,27 @@ def test_prefetched_search_calls_give_the_same_rollout(transport):
     assert [fields(s) for s in after.samples] == [fields(s) for s in before.samples]
     assert [(e.episode_id, e.returns, e.final_infos) for e in after.episodes] == \
         [(e.episode_id, e.returns, e.final_infos) for e in before.episodes]
+
+
+@pytest.mark.parametrize("mode", ["mas", "single"])
+def test_prefetched_mass_retrievals_give_the_same_rollout(mode):
+    """MASS: the rewriter's retrievals (several searches per reply) and the single agent's searches."""
+    def reply(req, k):
+        i = k + req.tag.step
+        if req.tag.agent == "rewriter":
+            return ["river of the city", "director\nfilm studio", "capital\nborn in\nriver"][i % 3]
+        if req.tag.agent == "reranker":
+            return ["Document0,Document3", "Document1", "Document9,Document2"][i % 3]
+        if mode == "single" and i % 3 != 2:
+            return f"<search> {['river', 'director of the film', 'capital city'][i % 3]} </search>"
+        return "<answer> unknown </answer>"
+
+    def run(prefetch):
+        kwargs = {"transport": "subprocess", **({"mode": "single", "max_single_turns": 3} if mode == "single" else {})}
+        tasks = make_tasks("mass", seeds=[0, 1], env_kwargs=kwargs)
+        return rollout(tasks, tree(K=2), engine(reply), sampling=SamplingParams(seed=0), prefetch=prefetch)
+
+    before, after = run(False), run(True)
+    assert before.stats["prefetched_calls"] == 0 and after.stats["prefetched_calls"] > 0
+    fields = lambda s: (s.sample_id, s.episode_id, s.candidate, s.text, s.reward, s.info, s.messages)
+    assert [fields(s) for s in after.samples] == [fields(s) for s in before.samples]

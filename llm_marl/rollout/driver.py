@@ -231,7 +231,11 @@ def _prefetched_runs(turns: list[tuple[Any, ...]], stats: dict[str, int]) -> Ite
         if planned is None or branch.error is not None:
             continue
         for reply in replies:
-            for runtime, job in planned(agent, reply.text):
+            try:
+                calls = planned(agent, reply.text)
+            except Exception:  # noqa: BLE001 -- the step itself will meet (and record) the same failure
+                continue
+            for runtime, job in calls:
                 jobs.setdefault(id(runtime), (runtime, []))[1].append(job)
     with contextlib.ExitStack() as stack:
         for runtime, runtime_jobs in jobs.values():

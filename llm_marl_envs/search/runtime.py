@@ -154,11 +154,6 @@ class SearchRuntime:
 
     def call(self, tool: str, arguments: dict[str, Any]) -> ToolResult:
         """Run one tool call; never raises for tool or server failures (they are results)."""
-        if self._prefetched:
-            with self._prefetch_lock:
-                ready = self._prefetched.get(_call_key(tool, arguments))
-                if ready:
-                    return ready.pop(0)
         return self.call_many([(tool, arguments)])[0]
 
     @contextlib.contextmanager
@@ -187,6 +182,15 @@ class SearchRuntime:
         """Run independent calls concurrently over the one session; results in order."""
         if self.closed:
             raise RuntimeError("this SearchRuntime is closed")
+        if self._prefetched:  # calls made ahead by `prefetched`: take their results
+            with self._prefetch_lock:
+                ready = [self._prefetched.get(_call_key(tool, arguments)) for tool, arguments in calls]
+                taken = [r.pop(0) if r else None for r in ready]
+            if any(r is not None for r in taken):
+                rest = [i for i, r in enumerate(taken) if r is None]
+                for i, result in zip(rest, self.call_many([calls[i] for i in rest]) if rest else []):
+                    taken[i] = result
+                return taken
         results: list[ToolResult | None] = [None] * len(calls)
         pending: list[tuple[int, str, dict[str, Any]]] = []
         for i, (tool, arguments) in enumerate(calls):
