@@ -447,3 +447,21 @@ def test_generation_draws_the_same_4x4_instances_as_before(config, digest):
     keys = [draw_instance("sudoku", split, s, lambda rng: generate(rng, cfg)).key()
             for split in ("train", "val", "test") for s in range(60)]
     assert hashlib.sha256("\n".join(keys).encode()).hexdigest()[:16] == digest
+
+
+def test_cached_conflicts_agree_with_the_unit_scan():
+    """`conflicts` answers tuple grids from a bitmask pass and a cache; the plain scan must agree."""
+    import numpy as np
+
+    from llm_marl_envs.sudoku.rules import Shape, _find_conflicts, conflicts
+
+    rng = np.random.default_rng(1)
+    for size in (4, 6, 9):
+        shape = Shape.for_size(size)
+        for _ in range(200):
+            values = [0, *range(1, size + 1)] + ([-1, size + 1, 2.0, True] if rng.random() < 0.2 else [])
+            grid = tuple(tuple(values[int(rng.integers(len(values)))] for _ in range(size)) for _ in range(size))
+            assert conflicts(grid, shape) == _find_conflicts(grid, shape)
+            assert conflicts(grid, shape) == _find_conflicts(grid, shape)  # from the cache, and a fresh set
+            as_lists = [list(row) for row in grid]
+            assert conflicts(as_lists, shape) == _find_conflicts(grid, shape)
