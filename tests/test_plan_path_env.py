@@ -192,15 +192,10 @@ def test_flat_bfs_matches_the_plain_bfs_on_random_grids():
 ])
 def test_generation_draws_the_same_instances_as_before(config, digest):
     """The flat-array generator keeps v1's instances: digests of 40 seeds x 3 splits recorded before it."""
-    import hashlib
-
-    from llm_marl_envs.core.instances import draw_instance
-    from llm_marl_envs.plan_path.generator import PlanPathConfig, generate
+    from tests.support.digests import instance_digest
 
     cfg = PlanPathConfig(**config)
-    keys = [draw_instance("plan_path", split, s, lambda rng: generate(rng, cfg)).key()
-            for split in ("train", "val", "test") for s in range(40)]
-    assert hashlib.sha256("\n".join(keys).encode()).hexdigest()[:16] == digest
+    assert instance_digest("plan_path", lambda rng: generate(rng, cfg), seeds=40) == digest
 
 
 def test_grid_text_draws_every_cell_as_the_cell_by_cell_rendering():

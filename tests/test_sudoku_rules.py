@@ -438,15 +438,11 @@ def test_small_board_table_answers_has_other_solution_like_the_search():
 ])
 def test_generation_draws_the_same_4x4_instances_as_before(config, digest):
     """The table-based uniqueness check keeps v0's instances: digests of 60 seeds x 3 splits recorded before it."""
-    import hashlib
-
-    from llm_marl_envs.core.instances import draw_instance
     from llm_marl_envs.sudoku.generator import SudokuConfig, generate
+    from tests.support.digests import instance_digest
 
     cfg = SudokuConfig(**config)
-    keys = [draw_instance("sudoku", split, s, lambda rng: generate(rng, cfg)).key()
-            for split in ("train", "val", "test") for s in range(60)]
-    assert hashlib.sha256("\n".join(keys).encode()).hexdigest()[:16] == digest
+    assert instance_digest("sudoku", lambda rng: generate(rng, cfg), seeds=60) == digest
 
 
 def test_cached_conflicts_agree_with_the_unit_scan():
