@@ -151,3 +151,62 @@ def test_generator_respects_config_and_is_deterministic():
 def test_bad_config_names_the_fix(kwargs, fix):
     with pytest.raises(ValueError, match=fix):
         plan_path_v1.raw_env(**kwargs)
+
+
+def _reference_bfs(grid, source):
+    """The plain BFS (dict + deque, per-cell neighbour calls) the flat-array one must agree with."""
+    from collections import deque
+
+    dist, queue = {source: 0}, deque([source])
+    while queue:
+        cell = queue.popleft()
+        for _, nxt in grid.neighbours(cell):
+            if nxt not in dist:
+                dist[nxt] = dist[cell] + 1
+                queue.append(nxt)
+    return dist
+
+
+def test_flat_bfs_matches_the_plain_bfs_on_random_grids():
+    import numpy as np
+
+    from llm_marl_envs.plan_path.rules import Grid, bfs_distances, flat_bfs
+
+    rng = np.random.default_rng(0)
+    for _ in range(300):
+        h, w = int(rng.integers(1, 9)), int(rng.integers(1, 9))
+        mask = rng.random((h, w)) < rng.random() * 0.6
+        grid = Grid(h, w, frozenset((int(r), int(c)) for r, c in zip(*np.nonzero(mask))))
+        sources = [(int(rng.integers(h)), int(rng.integers(w))), (-1, 0), (0, w)]  # a wall possibly, and off-grid
+        for source in sources:
+            assert bfs_distances(grid, source) == _reference_bfs(grid, source)
+        source, target = sources[0], (int(rng.integers(h)), int(rng.integers(w)))
+        early = flat_bfs(mask.ravel().tolist(), h, w, source[0] * w + source[1], target[0] * w + target[1])
+        assert early[target[0] * w + target[1]] == _reference_bfs(grid, source).get(target, -1 if target != source else 0)
+
+
+@pytest.mark.parametrize("config,digest", [
+    (dict(), "23f640013eed257e"),
+    (dict(height=4, width=4, wall_density=0.15, min_path_length=2, max_path_length=4), "0be5512a38f7b17d"),
+    (dict(height=7, width=13, wall_density=0.3, min_path_length=8), "c553392af9a881b7"),
+])
+def test_generation_draws_the_same_instances_as_before(config, digest):
+    """The flat-array generator keeps v1's instances: digests of 40 seeds x 3 splits recorded before it."""
+    from tests.support.digests import instance_digest
+
+    cfg = PlanPathConfig(**config)
+    assert instance_digest("plan_path", lambda rng: generate(rng, cfg), seeds=40) == digest
+
+
+def test_grid_text_draws_every_cell_as_the_cell_by_cell_rendering():
+    """`grid_text` places A on rows built once per episode; it must equal the plain per-cell drawing."""
+    env = plan_path_v1.raw_env()
+    for seed in range(20):
+        env.reset(seed=seed)
+        inst = env.instance
+        for position in [inst.start, inst.goal, *sorted(env.to_goal)[:5]]:
+            env.position = position
+            plain = "\n".join("".join("A" if (r, c) == position else "G" if (r, c) == inst.goal
+                                      else "#" if (r, c) in inst.grid.walls else "." for c in range(inst.grid.width))
+                              for r in range(inst.grid.height))
+            assert env.grid_text() == plain

@@ -287,3 +287,89 @@ def test_a_line_of_play_whose_environment_raises_ends_and_the_others_go_on():
     assert out.stats["env_errors"] == 1
     assert {ep.episode_id for ep in out.episodes} == {"t0/g0", "t0/g1", "t1/g0", "t1/g1"}
     assert all(ep.steps == 2 or ep.success for ep in out.episodes if not ep.error)
+
+
+def _tool_or_planner_reply(req, k):
+    """Tool programs that differ by candidate (one fails, one never compiles); planner move lists."""
+    if req.tag.agent == "tool":
+        programs = ["print('[R, R]')", "print('[D]')", "raise SystemExit(3)", "print('[R'", "print('[U, R]')"]
+        return f"```python\n{programs[(k + req.tag.step) % len(programs)]}\n```"
+    return ["#### [R, R, D]", "#### [D, R]", "no answer", "#### [R]"][(k + req.tag.step) % 4]
+
+
+@pytest.mark.parametrize("plan", [tree(K=4), parallel(3)], ids=["tree", "parallel"])
+def test_prefetched_sandbox_runs_give_the_same_rollout(plan):
+    """The programs of a wave run at once before the branches are stepped; nothing observable changes."""
+    from llm_marl_envs.sandbox import Sandbox
+
+    with Sandbox(workers=2) as sandbox:
+        def run(prefetch):
+            tasks = (make_tasks("plan_path", seeds=[0, 1], env_kwargs={"max_turns": 2, "height": 5, "width": 5,
+                                                                       "min_path_length": 3, "sandbox": sandbox})
+                     + make_tasks("sudoku", seeds=[0], env_kwargs={"max_turns": 1, "sandbox": sandbox}))
+            return rollout(tasks, plan, engine(_tool_or_planner_reply), sigma=SIGMA,
+                           sampling=SamplingParams(seed=0), prefetch=prefetch)
+
+        before, after = run(False), run(True)
+    assert before.stats["prefetched_calls"] == 0 and after.stats["prefetched_calls"] > 0
+    fields = lambda s: (s.sample_id, s.episode_id, s.decision_id, s.candidate, s.role, s.step, s.text, s.reward, s.info,
+                        s.messages)
+    assert [fields(s) for s in after.samples] == [fields(s) for s in before.samples]
+    assert [(e.episode_id, e.returns, e.success, e.final_infos) for e in after.episodes] == \
+        [(e.episode_id, e.returns, e.success, e.final_infos) for e in before.episodes]
+    statuses = {s.info.get("tool_status") for s in after.samples if s.role == "tool"}
+    assert {"ok", "error"} <= statuses
+
+
+@pytest.mark.parametrize("transport", ["direct", "subprocess"])
+def test_prefetched_search_calls_give_the_same_rollout(transport):
+    """Deep search (single agent): the searches and fetches of a wave are made at once, results unchanged."""
+    from agents.oracle.deep_search import tool_call
+    from llm_marl_envs.search.tools import SERVER_NAME
+
+    queries = ["river", "director of the film", "capital city", "born in"]
+
+    def reply(req, k):
+        i = k + req.tag.step
+        if i % 5 == 4:
+            return "\\boxed{unknown}"
+        if i % 3 == 2:
+            return tool_call(SERVER_NAME, "fetch", {"url": "https://nowhere.invalid/page"})
+        return tool_call(SERVER_NAME, "search", {"query": queries[i % len(queries)], "k": 3})
+
+    def run(prefetch):
+        tasks = make_tasks("deep_search", seeds=[0, 1], env_kwargs={"mode": "single", "max_single_turns": 3,
+                                                                    "transport": transport})
+        return rollout(tasks, tree(K=2), engine(reply), sigma={"planner": "p"}, sampling=SamplingParams(seed=0),
+                       prefetch=prefetch)
+
+    before, after = run(False), run(True)
+    assert before.stats["prefetched_calls"] == 0 and after.stats["prefetched_calls"] > 0
+    fields = lambda s: (s.sample_id, s.episode_id, s.candidate, s.text, s.reward, s.info, s.messages)
+    assert [fields(s) for s in after.samples] == [fields(s) for s in before.samples]
+    assert [(e.episode_id, e.returns, e.final_infos) for e in after.episodes] == \
+        [(e.episode_id, e.returns, e.final_infos) for e in before.episodes]
+
+
+@pytest.mark.parametrize("mode", ["mas", "single"])
+def test_prefetched_mass_retrievals_give_the_same_rollout(mode):
+    """MASS: the rewriter's retrievals (several searches per reply) and the single agent's searches."""
+    def reply(req, k):
+        i = k + req.tag.step
+        if req.tag.agent == "rewriter":
+            return ["river of the city", "director\nfilm studio", "capital\nborn in\nriver"][i % 3]
+        if req.tag.agent == "reranker":
+            return ["Document0,Document3", "Document1", "Document9,Document2"][i % 3]
+        if mode == "single" and i % 3 != 2:
+            return f"<search> {['river', 'director of the film', 'capital city'][i % 3]} </search>"
+        return "<answer> unknown </answer>"
+
+    def run(prefetch):
+        kwargs = {"transport": "subprocess", **({"mode": "single", "max_single_turns": 3} if mode == "single" else {})}
+        tasks = make_tasks("mass", seeds=[0, 1], env_kwargs=kwargs)
+        return rollout(tasks, tree(K=2), engine(reply), sampling=SamplingParams(seed=0), prefetch=prefetch)
+
+    before, after = run(False), run(True)
+    assert before.stats["prefetched_calls"] == 0 and after.stats["prefetched_calls"] > 0
+    fields = lambda s: (s.sample_id, s.episode_id, s.candidate, s.text, s.reward, s.info, s.messages)
+    assert [fields(s) for s in after.samples] == [fields(s) for s in before.samples]

@@ -464,3 +464,19 @@ def test_nothing_outlives_a_killed_owner():
         time.sleep(0.05)
     assert not [p for p in tree if running(p)], "processes outlived their owner"
     assert not any(map(os.path.exists, bases))
+
+
+def test_prefetched_results_are_taken_once_each_and_dropped_after_the_block():
+    from llm_marl_envs.sandbox import Sandbox
+
+    with Sandbox(workers=2) as sandbox:
+        counter = "import time\nprint(time.time_ns())"
+        with sandbox.prefetched([(counter, ""), (counter, ""), ("print(input())", "x")]):
+            first, second = sandbox.run(counter), sandbox.run(counter)
+            assert sandbox.run("print(input())", "x").stdout == "x\n"
+            third = sandbox.run(counter)  # none left: a run of its own
+        assert len({first.stdout, second.stdout, third.stdout}) == 3
+        with sandbox.prefetched([("print(1)", ""), ("print(2)", "")]):
+            pass
+        assert not sandbox._prefetched
+        assert sandbox.run("print(2)").stdout == "2\n"

@@ -315,3 +315,46 @@ def test_bad_config_names_the_fix(kwargs, fix):
 def test_impossible_config_raises_clearly():
     with pytest.raises(ValueError, match="loosen"):
         generate(np.random.default_rng(0), SokobanConfig(height=4, width=4, inner_walls=0, min_solution_moves=30, max_solution_moves=None))
+
+
+def _per_cell_xsb(state, floor="_"):
+    """The plain per-cell drawing `to_xsb` must reproduce (wall > player > box > goal > floor)."""
+    rows = []
+    for r in range(state.height):
+        row = ""
+        for c in range(state.width):
+            goal = (r, c) in state.board.goals
+            if (r, c) in state.board.walls:
+                row += "#"
+            elif (r, c) == state.player:
+                row += "+" if goal else "@"
+            elif (r, c) in state.boxes:
+                row += "*" if goal else "$"
+            else:
+                row += "." if goal else floor
+        rows.append(row)
+    return "\n".join(rows)
+
+
+def test_to_xsb_matches_the_per_cell_drawing():
+    import numpy as np
+
+    from llm_marl_envs.sokoban.rules import Board, State
+
+    rng = np.random.default_rng(0)
+    for _ in range(300):
+        h, w = int(rng.integers(3, 8)), int(rng.integers(3, 8))
+        cells = [(r, c) for r in range(h) for c in range(w)]
+        pick = lambda p: frozenset(cell for cell in cells if rng.random() < p)
+        walls, goals, boxes = pick(0.3), pick(0.2), pick(0.2)
+        player = cells[int(rng.integers(len(cells)))]  # may sit on a wall, a box or a goal
+        state = State(Board(h, w, walls, goals), boxes, player)
+        for floor in ("_", " "):
+            assert state.to_xsb(floor) == _per_cell_xsb(state, floor)
+
+
+def test_generation_draws_the_same_instances_as_before():
+    """Instance keys are XSB text: the cached-board drawing keeps v1's instances (digest recorded on main)."""
+    from tests.support.digests import instance_digest
+
+    assert instance_digest("sokoban", lambda rng: generate(rng, SokobanConfig()), seeds=30) == "60dee9b3d95b2200"

@@ -13,9 +13,10 @@ replies. Only the environment contract is used: `reset`, `agent_selection`, `obs
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -220,6 +221,30 @@ class Turn:
         return Outcome(branch=child, sample=sample)
 
 
+@contextlib.contextmanager
+def _prefetched_runs(turns: list[tuple[Any, ...]], stats: dict[str, int]) -> Iterator[None]:
+    """Run the tool calls (sandboxed programs, searches) every reply of this wave will make,
+    concurrently, grouped by runtime."""
+    jobs: dict[int, tuple[Any, list[tuple[str, str]]]] = {}
+    for branch, agent, _obs, _adapter, _prompt_ids, replies in turns:
+        planned = getattr(getattr(branch.env, "unwrapped", branch.env), "planned_calls", None)
+        if planned is None or branch.error is not None:
+            continue
+        for reply in replies:
+            try:
+                calls = planned(agent, reply.text)
+            except Exception:  # noqa: BLE001 -- the step itself will meet (and record) the same failure
+                continue
+            for runtime, job in calls:
+                jobs.setdefault(id(runtime), (runtime, []))[1].append(job)
+    with contextlib.ExitStack() as stack:
+        for runtime, runtime_jobs in jobs.values():
+            if len(runtime_jobs) > 1:  # one call gains nothing from running early
+                stack.enter_context(runtime.prefetched(runtime_jobs))
+                stats["prefetched_calls"] += len(runtime_jobs)
+        yield
+
+
 def _wave_sampling(sampling: SamplingParams, wave: int) -> SamplingParams:
     if sampling.seed is None:
         return sampling
@@ -229,13 +254,19 @@ def _wave_sampling(sampling: SamplingParams, wave: int) -> SamplingParams:
 
 def rollout(tasks: list[Task], plan: SamplingPlan, engine: Engine, sigma: Sigma = None,
             sampling: SamplingParams | None = None, max_steps: int = 256,
-            on_wave: Callable[[dict[str, int]], None] | None = None) -> Rollout:
+            on_wave: Callable[[dict[str, int]], None] | None = None, prefetch: bool = True) -> Rollout:
     """Play every task to the end under `plan`, one `engine.generate` call per wave.
 
     `sigma` maps a role to its adapter (AT-GRPO's σ). `sampling` is used for every call; with a
     seed, wave w samples with a seed derived from (seed, w). A line of play that takes more than
     `max_steps` agent steps is stopped and recorded with `Episode.cut = True`. `on_wave` (progress
     display) is called after each wave with the counts so far: waves, completions, episodes, live.
+
+    `prefetch`: make the tool calls (sandboxed programs, searches) that a wave's replies will make
+    (`env.planned_calls`) all at once before the branches are stepped one after the other; each step
+    then takes its own call's result (`Sandbox.prefetched`, `SearchRuntime.prefetched`). Samples
+    and rewards are those of `prefetch=False` (for deterministic programs and search backends);
+    only the wall time differs.
     """
     sampling = sampling or SamplingParams()
     adapter_of = resolve_sigma(sigma)
@@ -243,7 +274,7 @@ def rollout(tasks: list[Task], plan: SamplingPlan, engine: Engine, sigma: Sigma 
     if len(set(ids)) != len(ids):
         raise ValueError(f"task ids must be unique (they are the group keys' environment instance): {ids}")
     rec = _Recorder()
-    stats = {"waves": 0, "engine_calls": 0, "requests": 0, "completions": 0, "fixed_replies": 0,
+    stats = {"waves": 0, "prefetched_calls": 0, "engine_calls": 0, "requests": 0, "completions": 0, "fixed_replies": 0,
              "counterfactual_completions": 0, "counterfactual_fixed_replies": 0, "counterfactual_episodes": 0}
     live: list[Branch] = []
     for task in tasks:
@@ -289,7 +320,7 @@ def rollout(tasks: list[Task], plan: SamplingPlan, engine: Engine, sigma: Sigma 
             stats["completions"] += sum(r.n for r in requests)
             stats["counterfactual_completions"] += sum(d.n for b, _, _, _, d in pending
                                                        if d.replies is None and b.counterfactual is not None)
-        live = []
+        turns = []
         for i, (branch, agent, obs, adapter, decision) in enumerate(pending):
             if decision.replies is None:
                 res = by_index[i]
@@ -301,7 +332,11 @@ def rollout(tasks: list[Task], plan: SamplingPlan, engine: Engine, sigma: Sigma 
                 stats["fixed_replies"] += len(replies)
                 if branch.counterfactual is not None:
                     stats["counterfactual_fixed_replies"] += len(replies)
-            live.extend(plan.expand(Turn(rec, branch, agent, obs, adapter, prompt_ids, replies)))
+            turns.append((branch, agent, obs, adapter, prompt_ids, replies))
+        live = []
+        with _prefetched_runs(turns if prefetch else [], stats):
+            for branch, agent, obs, adapter, prompt_ids, replies in turns:
+                live.extend(plan.expand(Turn(rec, branch, agent, obs, adapter, prompt_ids, replies)))
         wave += 1
         if on_wave is not None:
             on_wave({"waves": wave, "completions": stats["completions"], "episodes": len(rec.episodes), "live": len(live)})

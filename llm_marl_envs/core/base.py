@@ -50,6 +50,13 @@ class TextAECEnv(AECEnv):
     metadata: ClassVar[dict[str, Any]] = {"render_modes": ["human", "ansi"], "name": "text_env_v0", "is_parallelizable": False}
     instance_namespace: ClassVar[str] = "text_env"
     """Stable name mixed into instance seeds (kept across versions unless generation changes)."""
+    fork_shared: ClassVar[tuple[str, ...]] = ("possible_agents", "observation_spaces", "action_spaces", "instance")
+    """Attributes that never change once set (during an episode or for the env's life): `fork()` shares
+    them instead of copying. A subclass adds its own (a grid, a BFS table...) by extending the tuple;
+    whatever is not listed is deep-copied, so forgetting an entry costs time, never independence."""
+    fork_shallow: ClassVar[tuple[str, ...]] = ("transcript",)
+    """Lists that only grow by `append` of immutable items (tuples of str and int, frozen records):
+    `fork()` copies the list and shares the items."""
     delegating_role: str | None = None
     """The role that hands subtasks to the other roles and reads only their results (deep search's
     planner), or None. Algorithms that credit workers for their delegated output (SHARP) need one."""
@@ -67,6 +74,8 @@ class TextAECEnv(AECEnv):
         self.observation_spaces = {a: observation_space(self.max_turns) for a in self.possible_agents}
         self.action_spaces = {a: action_space() for a in self.possible_agents}
         self._seed_rng: np.random.Generator | None = None
+        self._seed_rng_shared = False
+        """True while `_seed_rng` may be held by a fork too: it is copied before it is first advanced."""
         self.instance: Keyed | None = None
         self.split = "train"
         self.turn = 0
@@ -96,6 +105,13 @@ class TextAECEnv(AECEnv):
 
     def _shared_runtimes(self) -> list[Any]:
         """Tool runtimes (sandbox, search client) that forks share instead of copying."""
+        return []
+
+    def planned_calls(self, agent: str, reply: str) -> list[tuple[Any, tuple[Any, ...]]]:
+        """The tool-runtime calls that `step(reply)` by `agent` would make now, as (runtime, job):
+        a sandbox's (code, stdin) under its own limits, a search runtime's (tool, arguments). A driver
+        may run the calls of many branches at once (`runtime.prefetched(jobs)`) before stepping the
+        branches one by one; a wrong guess only costs time. Default: none."""
         return []
 
     # ------------------------------------------------------------------ counterfactual baselines
@@ -131,6 +147,10 @@ class TextAECEnv(AECEnv):
         else:
             if self._seed_rng is None:
                 self._seed_rng = np.random.default_rng()
+            elif self._seed_rng_shared:
+                # Copy-on-write: a fork and its parent share the generator until one of them draws.
+                self._seed_rng = copy.deepcopy(self._seed_rng)
+                self._seed_rng_shared = False
             instance_seed = int(self._seed_rng.integers(2**31))
         self.instance_seed = instance_seed
         given = options.get("instance")
@@ -219,8 +239,75 @@ class TextAECEnv(AECEnv):
         """An independent copy at the exact current state; only tool runtimes are shared."""
         return fork(self)
 
+    def __deepcopy__(self, memo: dict[int, Any]) -> TextAECEnv:
+        """Copy the per-episode state; share what never changes (`fork_shared`, the tool runtimes).
+
+        Stepping or resetting the copy never changes the original, and the other way round. Shared
+        are: the tool runtimes, the attributes named in `fork_shared` (the instance, the spaces with
+        their sampling generators, a subclass's grids and tables), the items of the lists named in
+        `fork_shallow` and, copy-on-write, the generator that draws instance seeds on `reset()`
+        without a seed.
+        """
+        clone = object.__new__(type(self))
+        memo[id(self)] = clone
+        for runtime in self._shared_runtimes():
+            memo.setdefault(id(runtime), runtime)
+        shared, shallow = self.fork_shared, self.fork_shallow
+        state = {}
+        for name, value in self.__dict__.items():
+            if name in shared or name == "_seed_rng":
+                state[name] = value
+            elif name in shallow and type(value) is list:
+                state[name] = memo[id(value)] = list(value)
+            else:
+                state[name] = copy_state(value, memo)
+        clone.__dict__.update(state)
+        self._seed_rng_shared = clone._seed_rng_shared = self._seed_rng is not None
+        return clone
+
 
 def fork(env: Any) -> Any:
-    """Fork `env`, raw or wrapped: deep copy everything except the shared tool runtimes."""
+    """Fork `env`, raw or wrapped (wrappers are copied, the raw env by `TextAECEnv.__deepcopy__`)."""
     memo = {id(rt): rt for rt in env.unwrapped._shared_runtimes()}
     return copy.deepcopy(env, memo)
+
+
+_ATOMIC = frozenset({str, int, float, bool, type(None), bytes, complex})
+
+
+def copy_state(value: Any, memo: dict[int, Any]) -> Any:
+    """`copy.deepcopy(value, memo)`, with a fast path for what episode state is made of.
+
+    Atomic values are returned as they are; dicts, lists and tuples are copied here (aliases stay
+    aliases through `memo`, dict keys are shared since they are hashable); anything else goes to
+    `copy.deepcopy` with the same memo, so its own `__deepcopy__` (immutable records return
+    themselves) decides.
+    """
+    cls = type(value)
+    if cls in _ATOMIC:
+        return value
+    done = memo.get(id(value), memo)
+    if done is not memo:
+        return done
+    if cls is dict:
+        out: Any = {}
+        memo[id(value)] = out
+        for k, v in value.items():
+            out[k] = v if type(v) in _ATOMIC else copy_state(v, memo)
+        return out
+    if cls is list:
+        out = []
+        memo[id(value)] = out
+        out.extend(v if type(v) in _ATOMIC else copy_state(v, memo) for v in value)
+        return out
+    if cls is tuple:
+        for v in value:
+            if type(v) not in _ATOMIC:
+                break
+        else:
+            return value  # only atomic items: immutable all the way down
+        items = tuple(v if type(v) in _ATOMIC else copy_state(v, memo) for v in value)
+        out = value if all(a is b for a, b in zip(items, value)) else items
+        memo[id(value)] = out
+        return out
+    return copy.deepcopy(value, memo)

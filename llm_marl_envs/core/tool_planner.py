@@ -34,9 +34,9 @@ MODES: dict[str, tuple[str, ...]] = {"mas": ("tool", "planner"), "planner": ("pl
 _SHOWN_OUTPUT_CHARS = 2_000
 
 
-@dataclass
+@dataclass(frozen=True)
 class ToolRun:
-    """The tool's attempt at this turn."""
+    """The tool's attempt at this turn. Immutable once made, so forks share it."""
 
     code: str | None
     status: str
@@ -47,13 +47,19 @@ class ToolRun:
     proposal_text: str = ""
     error: str | None = None
 
+    def __deepcopy__(self, memo: dict) -> ToolRun:
+        return self  # immutable
 
-@dataclass
+
+@dataclass(frozen=True)
 class TurnRecord:
     turn: int
     tool: ToolRun | None
     answer_text: str | None
     feedback: str
+
+    def __deepcopy__(self, memo: dict) -> TurnRecord:
+        return self  # immutable
 
 
 @dataclass
@@ -80,6 +86,8 @@ class ToolPlannerEnv(TextAECEnv):
     """Base of plan_path, sokoban and sudoku. See the module docstring for the workflow."""
 
     prompts: Any = None
+    fork_shared = (*TextAECEnv.fork_shared, "config")
+    fork_shallow = (*TextAECEnv.fork_shallow, "history")
     """The task's prompts module: tool_messages(ctx), planner_messages(ctx), single_planner_messages(ctx)."""
 
     def __init__(self, *, mode: Mode = "mas", max_turns: int = 4, render_mode: str | None = None, sandbox: Any = None):
@@ -148,6 +156,14 @@ class ToolPlannerEnv(TextAECEnv):
             return self.prompts.single_planner_messages(ctx)
         return self.prompts.planner_messages(ctx)
 
+    def planned_calls(self, agent: str, reply: str) -> list[tuple[Any, tuple[Any, ...]]]:
+        if agent != "tool":
+            return []
+        code, _ = extract_code(reply)
+        if code is None or compile_error(code) is not None:
+            return []
+        return [(self.sandbox, (code, ""))]
+
     def run_tool(self, reply: str) -> ToolRun:
         code, error = extract_code(reply)
         if code is None:
@@ -158,14 +174,12 @@ class ToolPlannerEnv(TextAECEnv):
             return ToolRun(code=code, status="error", output=f"{_error_name(exc)}: {exc}", error="program does not compile")
         result = self.sandbox.run(code)
         output = result.stdout if result.ok else (result.stdout + result.stderr)
-        run = ToolRun(code=code, status=result.status, output=output[-_SHOWN_OUTPUT_CHARS:])
+        shown = output[-_SHOWN_OUTPUT_CHARS:]
         if not result.ok:
-            run.error = f"program failed ({result.status})"
-            return run
-        run.proposal, run.error = self.parse_proposal(result.stdout)
-        if run.proposal is not None:
-            run.proposal_text = self.format_proposal(run.proposal)
-        return run
+            return ToolRun(code=code, status=result.status, output=shown, error=f"program failed ({result.status})")
+        proposal, error = self.parse_proposal(result.stdout)
+        return ToolRun(code=code, status=result.status, output=shown, proposal=proposal, error=error,
+                       proposal_text=self.format_proposal(proposal) if proposal is not None else "")
 
     def _play(self, agent: str, reply: str) -> Play:
         if agent == "tool":

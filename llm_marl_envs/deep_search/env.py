@@ -219,6 +219,18 @@ class raw_env(SearchSourced, TextAECEnv):
             return self._planner(reply) if self.mode == "mas" else self._single(reply)
         return self._worker(self.workers[int(agent.split("_")[1])], reply)
 
+    def planned_calls(self, agent: str, reply: str) -> list[tuple[Any, tuple[Any, ...]]]:
+        """The search or fetch call this reply makes (a worker's, or the single agent's), if valid."""
+        if agent == "planner":
+            if self.mode == "mas" or self.planner_turns >= self.max_single_turns - 1:
+                return []
+        elif self.workers[int(agent.split("_")[1])].summarizing:
+            return []
+        call = find_tool_call(reply)
+        if call is None or call.error is not None or call.server != SERVER_NAME or call.tool not in TOOL_SCHEMAS:
+            return []
+        return [(self.runtime, (call.tool, call.arguments))]
+
     def _step_breakdown(self, valid: bool) -> RewardBreakdown:
         return RewardBreakdown(team=0.0, terms={"fmt": float(valid)}, coefficients=FMT, mask=1.0, lam=LAMBDA)
 

@@ -172,10 +172,14 @@ class raw_env(SearchSourced, TextAECEnv):
         return "\n".join(lines)
 
     # ------------------------------------------------------------------ retrieval
+    @staticmethod
+    def _retrieval_calls(sub_queries: tuple[str, ...]) -> list[tuple[str, dict[str, Any]]]:
+        return [("search", {"query": q, "k": min(20, n + PASSAGES)}) for q, n in zip(sub_queries, SPLITS[len(sub_queries)])]
+
     def _retrieve(self, sub_queries: tuple[str, ...]) -> list[dict[str, str]]:
         """10 distinct passages split across the sub-queries (MMOA-RAG: 1:[10], 2:[5,5], 3:[4,3,3], 4:[3,3,2,2])."""
         quota = SPLITS[len(sub_queries)]
-        results = self.runtime.call_many([("search", {"query": q, "k": min(20, n + PASSAGES)}) for q, n in zip(sub_queries, quota)])
+        results = self.runtime.call_many(self._retrieval_calls(sub_queries))
         taken: set[str] = set()
         out: list[dict[str, str]] = []
         for query, n, result in zip(sub_queries, quota, results):
@@ -204,6 +208,17 @@ class raw_env(SearchSourced, TextAECEnv):
         return ""
 
     # ------------------------------------------------------------------ steps
+    def planned_calls(self, agent: str, reply: str) -> list[tuple[Any, tuple[Any, ...]]]:
+        """The searches this reply makes: the rewriter's retrieval, or the single agent's search."""
+        if self.mode == "single":
+            action = parse_single(reply)
+            if action is None or action[0] != "search" or self.turn >= self.max_single_turns - 1:
+                return []
+            return [(self.runtime, ("search", {"query": action[1], "k": self.single_passages}))]
+        if agent != "rewriter":
+            return []
+        return [(self.runtime, call) for call in self._retrieval_calls(parse_rewrite(reply, self.instance.question).sub_queries)]
+
     def _play(self, agent: str, reply: str) -> Play:
         turn = self.turn
         self.turn += 1

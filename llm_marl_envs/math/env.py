@@ -244,6 +244,14 @@ class raw_env(TextAECEnv):
         answer, error = extract_answer(reply)
         return ReasonerAttempt(reply=reply, answer=answer, error=error, correct=self.check(answer))
 
+    def planned_calls(self, agent: str, reply: str) -> list[tuple[Any, tuple[Any, ...]]]:
+        if agent != "tool":
+            return []
+        code, _ = extract_code(reply)
+        if code is None or len(code) > MAX_CODE_CHARS or compile_error(code) is not None:
+            return []
+        return [(self.sandbox, (code, ""))]
+
     def run_tool(self, reply: str) -> ToolAttempt:
         code, error = extract_code(reply)
         if code is None:

@@ -69,6 +69,7 @@ class raw_env(MoveListAnswers, ToolPlannerEnv):
     metadata = {"render_modes": ["human", "ansi"], "name": "plan_path_v1", "is_parallelizable": False}
     instance_namespace = "plan_path"
     prompts = prompts
+    fork_shared = (*ToolPlannerEnv.fork_shared, "grid", "to_goal", "board_rows")
 
     def __init__(self, mode: Mode = "mas", max_turns: int = 4, height: int = 10, width: int = 10,
                  wall_density: float = 0.22, min_path_length: int = 6, max_path_length: int | None = None,
@@ -85,17 +86,20 @@ class raw_env(MoveListAnswers, ToolPlannerEnv):
         self.position: Cell = inst.start
         self.to_goal = bfs_distances(inst.grid, inst.goal)
         self.d0 = max(1, manhattan(inst.start, inst.goal))
+        walls = inst.grid.walls
+        self.board_rows = tuple(
+            "".join("G" if (r, c) == inst.goal else "#" if (r, c) in walls else "." for c in range(inst.grid.width))
+            for r in range(inst.grid.height)
+        )
+        """The grid text without the agent (fixed for the episode); `grid_text` places A on it."""
 
     # ------------------------------------------------------------------ text
     def grid_text(self) -> str:
-        inst: PlanPathInstance = self.instance
-        rows = []
-        for r in range(self.grid.height):
-            row = []
-            for c in range(self.grid.width):
-                cell = (r, c)
-                row.append("A" if cell == self.position else "G" if cell == inst.goal else "#" if cell in self.grid.walls else ".")
-            rows.append("".join(row))
+        """Rows of the grid: A = current position (drawn over G), G = goal, # = wall, . = free."""
+        rows = list(self.board_rows)
+        r, c = self.position
+        if 0 <= r < len(rows) and 0 <= c < len(rows[r]):
+            rows[r] = rows[r][:c] + "A" + rows[r][c + 1:]
         return "\n".join(rows)
 
     def describe_task(self) -> str:

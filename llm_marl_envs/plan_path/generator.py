@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .rules import Cell, Grid, bfs_distances
+from .rules import Cell, Grid, flat_bfs
 
 
 @dataclass(frozen=True)
@@ -40,26 +40,32 @@ class PlanPathInstance:
     shortest_length: int
 
     def key(self) -> str:
-        rows = ["".join("#" if (r, c) in self.grid.walls else "." for c in range(self.grid.width)) for r in range(self.grid.height)]
-        return f"{self.start}|{self.goal}|" + "/".join(rows)
+        h, w = self.grid.height, self.grid.width
+        cells = ["."] * (h * w)
+        for r, c in self.grid.walls:
+            if 0 <= r < h and 0 <= c < w:
+                cells[r * w + c] = "#"
+        return f"{self.start}|{self.goal}|" + "/".join("".join(cells[r * w:(r + 1) * w]) for r in range(h))
 
 
 MAX_TRIES = 10_000
 
 
 def generate(rng: np.random.Generator, config: PlanPathConfig) -> PlanPathInstance:
+    h, w = config.height, config.width
     for _ in range(MAX_TRIES):
-        wall_mask = rng.random((config.height, config.width)) < config.wall_density
-        free = [(int(r), int(c)) for r, c in zip(*np.nonzero(~wall_mask))]
+        wall_mask = rng.random((h, w)) < config.wall_density
+        blocked = wall_mask.ravel().tolist()
+        free = [i for i, b in enumerate(blocked) if not b]
         if len(free) < 2:
             continue
         i, j = rng.choice(len(free), size=2, replace=False)
         start, goal = free[int(i)], free[int(j)]
-        grid = Grid(config.height, config.width, frozenset((int(r), int(c)) for r, c in zip(*np.nonzero(wall_mask))))
-        length = bfs_distances(grid, start).get(goal)
-        if length is None or length < config.min_path_length:
+        length = flat_bfs(blocked, h, w, start, goal)[goal]
+        if length < 0 or length < config.min_path_length:
             continue
         if config.max_path_length is not None and length > config.max_path_length:
             continue
-        return PlanPathInstance(grid, start, goal, length)
+        walls = frozenset((k // w, k % w) for k, b in enumerate(blocked) if b)
+        return PlanPathInstance(Grid(h, w, walls), (start // w, start % w), (goal // w, goal % w), length)
     raise ValueError(f"no Plan-Path instance satisfies {config} in {MAX_TRIES} tries; lower wall_density or min_path_length")

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections import deque
 from dataclasses import dataclass
+from functools import lru_cache
 
 Cell = tuple[int, int]
 MOVES: dict[str, Cell] = {"U": (-1, 0), "D": (1, 0), "L": (0, -1), "R": (0, 1)}
@@ -34,17 +34,61 @@ def manhattan(a: Cell, b: Cell) -> int:
     return abs(a[0] - b[0]) + abs(a[1] - b[1])
 
 
-def bfs_distances(grid: Grid, source: Cell) -> dict[Cell, int]:
-    """Shortest-path length (in moves) from `source` to every reachable cell."""
-    dist = {source: 0}
-    queue = deque([source])
-    while queue:
-        cell = queue.popleft()
-        for _, nxt in grid.neighbours(cell):
-            if nxt not in dist:
-                dist[nxt] = dist[cell] + 1
+@lru_cache(maxsize=64)
+def neighbour_table(height: int, width: int) -> tuple[tuple[int, ...], ...]:
+    """For each flat cell index r * width + c, the in-bounds neighbours' indices in U, D, L, R order."""
+    table = []
+    for r in range(height):
+        for c in range(width):
+            i = r * width + c
+            table.append(tuple(j for j, ok in ((i - width, r > 0), (i + width, r < height - 1),
+                                               (i - 1, c > 0), (i + 1, c < width - 1)) if ok))
+    return tuple(table)
+
+
+def flat_bfs(blocked: list[bool], height: int, width: int, source: int, target: int = -1) -> list[int]:
+    """BFS over flat cell indices (`blocked[i]`: a wall): distances from `source`, -1 where unreachable.
+
+    With `target`, the search stops as soon as the target's distance is known (other cells may still
+    read -1). Cells are expanded in the same order as `bfs_distances`, so distances are identical.
+    """
+    table = neighbour_table(height, width)
+    dist = [-1] * (height * width)
+    dist[source] = 0
+    queue = [source]
+    for cell in queue:  # the list grows while it is read: a FIFO without popleft
+        d = dist[cell] + 1
+        for nxt in table[cell]:
+            if dist[nxt] < 0 and not blocked[nxt]:
+                dist[nxt] = d
+                if nxt == target:
+                    return dist
                 queue.append(nxt)
     return dist
+
+
+def bfs_distances(grid: Grid, source: Cell) -> dict[Cell, int]:
+    """Shortest-path length (in moves) from `source` to every reachable cell."""
+    h, w = grid.height, grid.width
+    blocked = [False] * (h * w)
+    for r, c in grid.walls:
+        if 0 <= r < h and 0 <= c < w:
+            blocked[r * w + c] = True
+    if not grid.in_bounds(source):  # off the grid: the plain search (never on the hot path)
+        dist_of = {source: 0}
+        queue = [source]
+        for cell in queue:
+            for _, nxt in grid.neighbours(cell):
+                if nxt not in dist_of:
+                    dist_of[nxt] = dist_of[cell] + 1
+                    queue.append(nxt)
+        return dist_of
+    dist = flat_bfs(blocked, h, w, source[0] * w + source[1])
+    out = {source: 0}
+    for i, d in enumerate(dist):
+        if d > 0:
+            out[(i // w, i % w)] = d
+    return out
 
 
 def shortest_path(grid: Grid, start: Cell, goal: Cell) -> list[str] | None:

@@ -50,6 +50,10 @@ _LAUNCH = (
 )
 
 
+def _call_key(tool: str, arguments: Any) -> str:
+    return json.dumps([tool, arguments], sort_keys=True, default=repr)
+
+
 class _LoopThread:
     """A private asyncio loop running in a daemon thread."""
 
@@ -86,6 +90,8 @@ class SearchRuntime:
         self.closed = False
         self._backend = None
         self._direct_lock = threading.Lock()
+        self._prefetched: dict[str, list[ToolResult]] = {}
+        self._prefetch_lock = threading.Lock()
         self._loop: _LoopThread | None = None
         self._loop_lock = threading.Lock()
         # Loop-side state (touched only on the loop thread).
@@ -150,10 +156,41 @@ class SearchRuntime:
         """Run one tool call; never raises for tool or server failures (they are results)."""
         return self.call_many([(tool, arguments)])[0]
 
+    @contextlib.contextmanager
+    def prefetched(self, calls: list[tuple[str, dict[str, Any]]]):
+        """Make `calls` now, concurrently (`call_many`), and let the `call`s made inside the block with
+        the same tool and arguments take their results, once each and in order, instead of calling
+        again. What is not taken is dropped when the block ends (see `Sandbox.prefetched`)."""
+        calls = list(calls)
+        results = self.call_many(calls) if calls else []
+        keys = [_call_key(tool, arguments) for tool, arguments in calls]
+        with self._prefetch_lock:
+            for key, result in zip(keys, results):
+                self._prefetched.setdefault(key, []).append(result)
+        try:
+            yield
+        finally:
+            with self._prefetch_lock:
+                for key, result in zip(keys, results):
+                    left = [r for r in self._prefetched.get(key, []) if r is not result]
+                    if left:
+                        self._prefetched[key] = left
+                    else:
+                        self._prefetched.pop(key, None)
+
     def call_many(self, calls: list[tuple[str, dict[str, Any]]]) -> list[ToolResult]:
         """Run independent calls concurrently over the one session; results in order."""
         if self.closed:
             raise RuntimeError("this SearchRuntime is closed")
+        if self._prefetched:  # calls made ahead by `prefetched`: take their results
+            with self._prefetch_lock:
+                ready = [self._prefetched.get(_call_key(tool, arguments)) for tool, arguments in calls]
+                taken = [r.pop(0) if r else None for r in ready]
+            if any(r is not None for r in taken):
+                rest = [i for i, r in enumerate(taken) if r is None]
+                for i, result in zip(rest, self.call_many([calls[i] for i in rest]) if rest else []):
+                    taken[i] = result
+                return taken
         results: list[ToolResult | None] = [None] * len(calls)
         pending: list[tuple[int, str, dict[str, Any]]] = []
         for i, (tool, arguments) in enumerate(calls):

@@ -123,6 +123,7 @@ class raw_env(MoveListAnswers, ToolPlannerEnv):
     metadata = {"render_modes": ["human", "ansi"], "name": "sokoban_v1", "is_parallelizable": False}
     instance_namespace = "sokoban"
     prompts = prompts
+    fork_shared = (*ToolPlannerEnv.fork_shared, "state")
 
     def __init__(self, mode: Mode = "mas", max_turns: int = 4, height: int = 6, width: int = 6, num_boxes: int = 1,
                  inner_walls: int = 2, min_solution_moves: int = 4, max_solution_moves: int | None = 15,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import enum
 from collections import deque
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, lru_cache
 
 Cell = tuple[int, int]
 MOVES: dict[str, Cell] = {"U": (-1, 0), "D": (1, 0), "L": (0, -1), "R": (0, 1)}
@@ -91,6 +91,13 @@ class Board:
 
     def __deepcopy__(self, memo: dict) -> Board:
         return self  # immutable: forks share it (and its cached dead squares)
+
+
+@lru_cache(maxsize=256)
+def _board_cells(board: Board, floor: str) -> tuple[str, ...]:
+    """The XSB characters of an empty board (walls, goals, floor), row by row, built once per board."""
+    return tuple("#" if (r, c) in board.walls else "." if (r, c) in board.goals else floor
+                 for r in range(board.height) for c in range(board.width))
 
 
 @dataclass(frozen=True)
@@ -177,23 +184,17 @@ class State:
         return cls(Board(height, width, frozenset(walls), frozenset(goals)), frozenset(boxes), players[0])
 
     def to_xsb(self, floor: str = "_") -> str:
-        """The level as XSB text, one row per line; `floor` is the floor character (`_` or ` `)."""
-        rows = []
-        for r in range(self.height):
-            row = []
-            for c in range(self.width):
-                cell = (r, c)
-                goal = cell in self.board.goals
-                if cell in self.board.walls:
-                    row.append("#")
-                elif cell == self.player:
-                    row.append("+" if goal else "@")
-                elif cell in self.boxes:
-                    row.append("*" if goal else "$")
-                else:
-                    row.append("." if goal else floor)
-            rows.append("".join(row))
-        return "\n".join(rows)
+        """The level as XSB text, one row per line; `floor` is the floor character (`_` or ` `).
+
+        A wall hides what else is on its cell; the player hides a box."""
+        board = self.board
+        h, w = board.height, board.width
+        cells = list(_board_cells(board, floor))
+        for r, c in (*self.boxes, self.player):  # the player last: drawn over a box
+            if 0 <= r < h and 0 <= c < w and (r, c) not in board.walls:
+                goal = (r, c) in board.goals
+                cells[r * w + c] = ("+" if goal else "@") if (r, c) == self.player else ("*" if goal else "$")
+        return "\n".join("".join(cells[r * w:(r + 1) * w]) for r in range(h))
 
     def __str__(self) -> str:
         return self.to_xsb()

@@ -128,6 +128,7 @@ class raw_env(ToolPlannerEnv):
     metadata = {"render_modes": ["human", "ansi"], "name": "sudoku_v0", "is_parallelizable": False}
     instance_namespace = "sudoku"
     prompts = prompts
+    fork_shared = (*ToolPlannerEnv.fork_shared, "shape", "clues")
 
     def __init__(self, mode: Mode = "mas", max_turns: int = 4, size: int = 4, box_rows: int | None = None,
                  box_cols: int | None = None, min_clues: int = 0, max_removals: int | None = None,

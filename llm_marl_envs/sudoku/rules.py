@@ -15,6 +15,7 @@ An answer (a full grid or a list of fill steps) is applied to the current grid a
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 Grid = tuple[tuple[int, ...], ...]
 Cell = tuple[int, int]
@@ -109,10 +110,47 @@ def is_well_formed(grid: object, shape: Shape, *, allow_empty: bool = True) -> b
     return True
 
 
+@lru_cache(maxsize=32)
+def unit_table(shape: Shape) -> tuple[tuple[Cell, ...], ...]:
+    """`shape.units()`, built once per shape (read-only)."""
+    return tuple(tuple(unit) for unit in shape.units())
+
+
+@lru_cache(maxsize=32)
+def _flat_units(shape: Shape) -> tuple[tuple[int, ...], ...]:
+    n = shape.size
+    return tuple(tuple(r * n + c for r, c in unit) for unit in unit_table(shape))
+
+
+@lru_cache(maxsize=1024)
+def _conflict_cells(grid: Grid, shape: Shape) -> frozenset[Cell]:
+    n = shape.size
+    flat = [v for row in grid for v in row]
+    for unit in _flat_units(shape):  # a bitmask pass first: most grids have no duplicate at all
+        seen = 0
+        for i in unit:
+            v = flat[i]
+            if v:
+                if type(v) is not int or not 0 < v <= n:  # not a digit: the general search decides
+                    return frozenset(_find_conflicts(grid, shape))
+                bit = 1 << v
+                if seen & bit:
+                    return frozenset(_find_conflicts(grid, shape))
+                seen |= bit
+    return frozenset()
+
+
 def conflicts(grid: Grid, shape: Shape) -> set[Cell]:
     """Filled cells whose digit appears again in their row, column or box."""
+    if type(grid) is tuple and all(type(row) is tuple for row in grid) and len(grid) == shape.size \
+            and all(len(row) == shape.size for row in grid):
+        return set(_conflict_cells(grid, shape))  # grids are immutable: the answer is cached
+    return _find_conflicts(grid, shape)
+
+
+def _find_conflicts(grid: Grid, shape: Shape) -> set[Cell]:
     bad: set[Cell] = set()
-    for unit in shape.units():
+    for unit in unit_table(shape):
         seen: dict[int, Cell] = {}
         for r, c in unit:
             v = grid[r][c]

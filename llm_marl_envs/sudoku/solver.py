@@ -116,12 +116,45 @@ def count_solutions(grid: Grid | list[list[int]], shape: Shape | None = None, li
     return len(_search(grid, shape, limit))
 
 
+SMALL_BOARD_SOLUTIONS = 1_000
+"""Boards with at most this many complete grids (4x4: 288) answer `has_other_solution` from a table."""
+
+
+@functools.lru_cache(maxsize=8)
+def _solution_table(shape: Shape) -> tuple[int, tuple[tuple[int, ...], ...]] | None:
+    """For a small board: (all, table) with `table[cell][v]` the bitset (a Python int) of the complete
+    grids that hold digit v at flat cell index `cell`, and `all` the bitset of every complete grid;
+    None when the board has more than SMALL_BOARD_SOLUTIONS complete grids."""
+    n = shape.size
+    grids = _search(empty_grid(n), shape, SMALL_BOARD_SOLUTIONS + 1)
+    if len(grids) > SMALL_BOARD_SOLUTIONS:
+        return None
+    table = [[0] * (n + 1) for _ in range(n * n)]
+    for k, grid in enumerate(grids):
+        for i in range(n * n):
+            table[i][grid[i // n][i % n]] |= 1 << k
+    return (1 << len(grids)) - 1, tuple(tuple(row) for row in table)
+
+
 def has_other_solution(grid: Grid | list[list[int]], shape: Shape, r: int, c: int, value: int) -> bool:
     """Whether `grid` (with (r, c) empty) has a solution where (r, c) is not `value`.
 
     For a puzzle known to have a solution with `value` at (r, c), this is "more than one solution",
     decided without re-finding the known one (about twice as fast as `count_solutions(limit=2)`).
+    Small boards (4x4) intersect precomputed bitsets of all their complete grids instead of searching.
     """
+    n = shape.size
+    small = _solution_table(shape) if n <= 4 else None
+    cells = [v for row in grid for v in row]
+    if small is not None and len(cells) == n * n and all(type(v) is int and 0 <= v <= n for v in cells) \
+            and type(value) is int and 0 < value <= n:
+        alive, table = small
+        for i, v in enumerate(cells):
+            if v:
+                alive &= table[i][v]
+        if cells[r * n + c]:  # (r, c) given: the search's exclusion would not apply either
+            return bool(alive)
+        return bool(alive & ~table[r * n + c][value])
     search = _Search(grid, shape)
     if not search.consistent:
         return False
