@@ -145,6 +145,9 @@ def cmd_train(args: argparse.Namespace) -> int:
         resolve_model(config.model.model)
         if config.model.engine == "vllm":
             require_vllm()  # before the model loads
+        from llm_marl.tracking import check_available
+
+        check_available(config.run.report_to)
     except (ValueError, TypeError) as exc:
         raise UserError(str(exc)) from None
     from llm_marl.runs import RunDirError

@@ -43,6 +43,7 @@ from llm_marl.engines.base import SamplingParams
 from llm_marl.loss import LossConfig, policy_loss
 from llm_marl.rollout import Rollout, Sample, batches_by_adapter, collate, make_tasks, rollout
 from llm_marl.runs import RunDir
+from llm_marl.tracking import open_tracker
 from llm_marl.signal import postfix, run_counts, signal_metrics, step_line, step_messages, wave_progress
 
 TRAINER_STATE = "trainer_state.pt"
@@ -424,7 +425,9 @@ def train(config: TrainConfig, resume: str | None = None, log: Any = print,
         return metrics, out
 
     step = start - 1
+    tracker = None
     try:
+        tracker = open_tracker(run_cfg.report_to, run.path, config.to_dict(), first_step=start)
         engine = build_engine(config, policy) if engine_factory is None else engine_factory(policy)
         steps = tqdm(range(start, run_cfg.steps + 1), initial=start - 1, total=run_cfg.steps, desc="train",
                      disable=not run_cfg.progress or None)
@@ -437,6 +440,7 @@ def train(config: TrainConfig, resume: str | None = None, log: Any = print,
             with bar:
                 metrics, out = one_step(step, on_wave)
             run.log_metrics(step, metrics)
+            tracker.log(step, metrics)
             run.write_trajectories(step, trajectory_records(out))
             if step % run_cfg.checkpoint_every == 0 or step == run_cfg.steps:
                 tmp = run.begin_checkpoint(step)
@@ -461,6 +465,8 @@ def train(config: TrainConfig, resume: str | None = None, log: Any = print,
     finally:
         if engine is not None:
             engine.close()
+        if tracker is not None:
+            tracker.close()
     summary = write_summary(run, list(policy.adapters))
     for line in summary_lines(summary):
         log(line)
