@@ -169,6 +169,9 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     from llm_marl import leaderboard
 
     leaderboard.add_command(sub)
+    from llm_marl import report
+
+    report.add_command(sub)
     return parser
 
 
