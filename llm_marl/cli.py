@@ -84,7 +84,7 @@ def make_agent(kind: str, env_name: str, seed: int, args: argparse.Namespace | N
     if kind == "api":
         from agents.llm import LLMAgent
 
-        return LLMAgent(make_api_engine(args, "--agent api"))
+        return LLMAgent(make_api_engine(args, "--agent api"))  # an OpenAICompatibleAgent, with the CLI's one-line errors
     if kind == "oracle":
         from agents.oracle import make_oracle
 
@@ -98,6 +98,18 @@ def make_agent(kind: str, env_name: str, seed: int, args: argparse.Namespace | N
 
         return GarbageAgent(seed)
     raise UserError(f"unknown agent {kind!r}; use oracle, random, garbage or api")
+
+
+def boards_once(frames: Sequence[str]) -> list[str]:
+    """The rendered frames of an episode with each board printed once: a frame whose board did not
+    change since the previous frame keeps its header line and the reply, not the board again."""
+    out, last = [], None
+    for frame in frames:
+        head, sep, tail = frame.partition("\n--- last reply")
+        header, _, board = head.partition("\n")
+        out.append(frame if board != last else f"{header} (board unchanged){sep}{tail}")
+        last = board
+    return out
 
 
 def cmd_play(args: argparse.Namespace) -> int:
@@ -120,7 +132,7 @@ def cmd_play(args: argparse.Namespace) -> int:
     finally:
         if args.agent == "api":
             agent.engine.close()
-    for frame in result.renders:
+    for frame in boards_once(result.renders):
         print(frame)
         print()
     summary = {"env": entry.name, "agent": args.agent, "seed": args.seed, "split": args.split,

@@ -2,7 +2,8 @@
 
 The table is the single source: `llm-marl envs` prints it, the README table is generated from it,
 and `register_all()` adds each entry to PettingZoo's registry under the namespace `llm_marl`
-(`pettingzoo.make("aec", "llm_marl/PlanPath-v1")`).
+(`pettingzoo.make("aec", "llm_marl/PlanPath-v1")`), and each environment with a `parallel_env` to
+the parallel registry too (`pettingzoo.make("parallel", "llm_marl/Math-v0")`).
 """
 
 from __future__ import annotations
@@ -127,8 +128,10 @@ def make_raw(name: str, **kwargs: Any) -> Any:
 
 
 def register_all() -> None:
-    from pettingzoo import aec_registry, register
+    from pettingzoo import aec_registry, parallel_registry, register
 
     for entry in available().values():
         if entry.pz_id not in aec_registry:
             register("aec", entry.pz_id, f"llm_marl_envs.{entry.module}:env")
+        if entry.has_parallel and entry.pz_id not in parallel_registry:
+            register("parallel", entry.pz_id, f"llm_marl_envs.{entry.module}:parallel_env")

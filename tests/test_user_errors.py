@@ -96,6 +96,17 @@ def test_play_agent_api_plays_an_episode_with_a_served_model(capsys, server, mon
     assert _Server.seen[0]["messages"][-1]["role"] == "user"
 
 
+def test_openai_compatible_agent_plays_from_python(server):
+    from agents import run_episode
+    from agents.llm import OpenAICompatibleAgent
+    from llm_marl_envs import registry
+
+    agent = OpenAICompatibleAgent(f"{server}/v1", "oracle", api_key="k", timeout_s=5, max_retries=0)
+    result = run_episode(registry.make("plan_path", mode="planner"), agent, seed=0, split="test")
+    assert result.success and result.turns >= 1 and _Server.seen[0]["auth"] == "Bearer k"
+    agent.engine.close()
+
+
 def test_readme_play_agent_api_command(capsys, server):
     command = re.search(r"`(llm-marl play [^`]*--agent api[^`]*)`", README).group(1)
     argv = shlex.split(command.replace("http://127.0.0.1:8000", server))[1:]
