@@ -29,10 +29,12 @@ class LLMAgent(Agent):
 
 
 class OpenAICompatibleAgent(LLMAgent):
-    """An agent served by any OpenAI-compatible `/v1/chat/completions` endpoint."""
+    """An agent served by any OpenAI-compatible `/v1/chat/completions` endpoint, through the `openai`
+    SDK (`llm-marl play --agent api`); the key defaults to `OPENAI_API_KEY`."""
 
-    def __init__(self, base_url: str, model: str, api_key: str | None = None,
+    def __init__(self, base_url: str, model: str, api_key: str | None = None, timeout_s: float = 60.0, max_retries: int = 2,
                  sampling: SamplingParams = SamplingParams(temperature=0.0, max_new_tokens=256)):
         from llm_marl.engines.api import APIEngine
 
-        super().__init__(APIEngine(base_url=base_url, model=model, api_key=api_key), sampling=sampling)
+        super().__init__(APIEngine(base_url=base_url, model=model, api_key=api_key, timeout_s=timeout_s, max_retries=max_retries),
+                         sampling=sampling)

@@ -2,6 +2,7 @@
 
     llm-marl envs
     llm-marl play --env plan_path --agent oracle --seed 0
+    llm-marl play --env plan_path --agent api --base-url http://127.0.0.1:8000/v1 --model NAME
     llm-marl train --algo at-grpo --env plan_path
     llm-marl eval --env plan_path --split test
 
@@ -56,8 +57,34 @@ def cmd_envs(args: argparse.Namespace) -> int:
 
 
 # ---------------------------------------------------------------------------- play
-def make_agent(kind: str, env_name: str, seed: int) -> Any:
+def add_api_arguments(p: argparse.ArgumentParser, what: str) -> None:
+    """The OpenAI-compatible endpoint's flags, shared by `play --agent api` and `eval --engine api`."""
+    p.add_argument("--base-url", default=None, help=f"with {what}: the OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1")
+    p.add_argument("--api-key", default=None, help=f"with {what}: the endpoint's key (default: $OPENAI_API_KEY; local servers need none)")
+    p.add_argument("--api-timeout", type=float, default=60.0, help=f"with {what}: seconds to wait for each answer")
+    p.add_argument("--api-retries", type=int, default=2, help=f"with {what}: retries of a failed or timed-out request")
+
+
+def make_api_engine(args: argparse.Namespace, what: str) -> Any:
+    """The `api` engine of the command line, or a UserError naming the missing flag."""
+    from llm_marl.engines.api import APIEngine, APIError
+
+    if not args.base_url or not args.model:
+        raise UserError(f"{what} needs --base-url (an OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1) "
+                        "and --model (the model name it serves)")
+    try:
+        return APIEngine(base_url=args.base_url, model=args.model, api_key=args.api_key, timeout_s=args.api_timeout,
+                         max_retries=args.api_retries)
+    except (ValueError, APIError) as exc:
+        raise UserError(str(exc)) from None
+
+
+def make_agent(kind: str, env_name: str, seed: int, args: argparse.Namespace | None = None) -> Any:
     # The CLI is the application layer: it may use agents/ (the trainer modules never do).
+    if kind == "api":
+        from agents.llm import LLMAgent
+
+        return LLMAgent(make_api_engine(args, "--agent api"))  # an OpenAICompatibleAgent, with the CLI's one-line errors
     if kind == "oracle":
         from agents.oracle import make_oracle
 
@@ -70,7 +97,19 @@ def make_agent(kind: str, env_name: str, seed: int) -> Any:
         from agents.garbage import GarbageAgent
 
         return GarbageAgent(seed)
-    raise UserError(f"unknown agent {kind!r}; use oracle, random or garbage")
+    raise UserError(f"unknown agent {kind!r}; use oracle, random, garbage or api")
+
+
+def boards_once(frames: Sequence[str]) -> list[str]:
+    """The rendered frames of an episode with each board printed once: a frame whose board did not
+    change since the previous frame keeps its header line and the reply, not the board again."""
+    out, last = [], None
+    for frame in frames:
+        head, sep, tail = frame.partition("\n--- last reply")
+        header, _, board = head.partition("\n")
+        out.append(frame if board != last else f"{header} (board unchanged){sep}{tail}")
+        last = board
+    return out
 
 
 def cmd_play(args: argparse.Namespace) -> int:
@@ -83,9 +122,17 @@ def cmd_play(args: argparse.Namespace) -> int:
         env = registry.make(entry.name, render_mode="ansi", **kwargs)
     except (TypeError, ValueError) as exc:
         raise UserError(f"cannot build {entry.name}: {exc}") from None
-    agent = make_agent(args.agent, entry.name, args.seed)
-    result = run_episode(env, agent, seed=args.seed, split=args.split, render=not args.quiet)
-    for frame in result.renders:
+    agent = make_agent(args.agent, entry.name, args.seed, args)
+    from llm_marl.engines.api import APIError
+
+    try:
+        result = run_episode(env, agent, seed=args.seed, split=args.split, render=not args.quiet)
+    except APIError as exc:
+        raise UserError(str(exc)) from None
+    finally:
+        if args.agent == "api":
+            agent.engine.close()
+    for frame in boards_once(result.renders):
         print(frame)
         print()
     summary = {"env": entry.name, "agent": args.agent, "seed": args.seed, "split": args.split,
@@ -118,12 +165,14 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
 
     p = sub.add_parser("play", help="play and render one episode with a scripted agent")
     p.add_argument("--env", required=True, help="environment name (see `llm-marl envs`)")
-    p.add_argument("--agent", default="oracle", help="oracle | random | garbage")
+    p.add_argument("--agent", default="oracle", help="oracle | random | garbage | api (a served model: --base-url, --model)")
+    p.add_argument("--model", default=None, help="with --agent api: the model name the server serves")
     p.add_argument("--seed", type=int, default=0, help="instance seed")
     p.add_argument("--split", default="test", choices=["train", "val", "test"])
     p.add_argument("--env-arg", action="append", default=[], metavar="KEY=VALUE",
                    help="environment option, e.g. --env-arg mode=planner --env-arg height=6")
     p.add_argument("--quiet", action="store_true", help="print only the JSON summary")
+    add_api_arguments(p, "--agent api")
     p.set_defaults(func=cmd_play)
 
     from llm_marl import train_cli
@@ -132,6 +181,9 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     from llm_marl import leaderboard
 
     leaderboard.add_command(sub)
+    from llm_marl import report
+
+    report.add_command(sub)
     return parser
 
 
@@ -150,4 +202,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from llm_marl.cli import main as _main  # `python -m llm_marl.cli`: one UserError class, the package's
+
+    sys.exit(_main())

@@ -113,6 +113,9 @@ class RunConfig:
     threads: int = opt(0, "torch CPU threads for sampling and updates; 0 = one per available CPU (the CLI also makes idle OpenMP threads sleep, so a busy machine slows a run down gracefully)")
     deterministic: bool = opt(False, "deterministic torch kernels and seeded sampling: a resumed run equals an uninterrupted one")
     progress: bool = opt(True, "progress bars (off automatically when not a terminal)")
+    report_to: Literal["tensorboard", "wandb", "trackio", "none"] = opt(
+        "tensorboard", "where metrics and the config also go: tensorboard event files in the run directory, wandb or trackio "
+        "(optional extras), or none (metrics.jsonl only)")
 
     def __post_init__(self) -> None:
         if self.steps < 1 or self.envs_per_step < 1:

@@ -87,11 +87,14 @@ def add_commands(sub: Any, argv: Sequence[str]) -> None:
     p.add_argument("--split", default="test", choices=["train", "val", "test"])
     p.add_argument("--n", type=int, default=20, help="episodes (instance seeds seed..seed+n-1)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--model", default=ModelConfig.model, help="model name or folder (see train --model)")
+    p.add_argument("--model", default=None, help="model name or folder (see train --model); default: the base model of "
+                   f"--adapters, else {ModelConfig.model}; with --engine api: the model name the server serves (required)")
     p.add_argument("--adapters", default=None, help="adapters folder of a run (RUN_DIR/adapters or a checkpoint's adapters)")
     p.add_argument("--policy", default="shared", help="role->adapter map when no --adapters are given")
     p.add_argument("--engine", default="hf", choices=["hf", "vllm", "api"])
-    p.add_argument("--base-url", default=None, help="with --engine api: the OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1")
+    from llm_marl.cli import add_api_arguments
+
+    add_api_arguments(p, "--engine api")
     p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (the papers' validation)")
     p.add_argument("--max-new-tokens", type=int, default=256)
     p.add_argument("--out", default=None, help="also write the JSON result to this file")
@@ -151,6 +154,11 @@ def cmd_train(args: argparse.Namespace) -> int:
 
             RunDir.check_root(config.run.out_dir)
         resolve_model(config.model.model)
+        if config.model.engine == "vllm":
+            require_vllm()  # before the model loads
+        from llm_marl.tracking import check_available
+
+        check_available(config.run.report_to)
     except (ValueError, TypeError, ClusterError) as exc:
         raise UserError(str(exc)) from None
     from llm_marl.runs import RunDirError
@@ -221,10 +229,12 @@ def cmd_eval(args: argparse.Namespace) -> int:
         raise UserError(str(exc)) from None
     sampling = SamplingParams(temperature=args.temperature, max_new_tokens=args.max_new_tokens)
     engine, sigma = _eval_engine(args, env_kwargs, UserError)
+    from llm_marl.engines.api import APIError
+
     try:
         result = evaluate(engine, args.env, n=args.n, split=args.split, seed=args.seed, env_kwargs=env_kwargs,
                           sigma=sigma, sampling=sampling)
-    except ValueError as exc:
+    except (ValueError, APIError) as exc:
         raise UserError(str(exc)) from None
     finally:
         engine.close()
@@ -234,6 +244,28 @@ def cmd_eval(args: argparse.Namespace) -> int:
         Path(args.out).write_text(text + "\n")
     print(text)
     return 0
+
+
+def require_vllm() -> None:
+    """ValueError naming the install command when vLLM cannot be imported (checked before any model loads)."""
+    from llm_marl.engines.vllm import import_vllm
+
+    try:
+        import_vllm()
+    except ImportError as exc:
+        raise ValueError(str(exc)) from None
+
+
+def adapters_base_model(adapters: str | Path | None) -> str | None:
+    """The base model saved in an adapters folder's manifest (None without one)."""
+    from llm_marl.policies import MANIFEST
+
+    if adapters is None or not (Path(adapters) / MANIFEST).is_file():
+        return None
+    try:
+        return json.loads((Path(adapters) / MANIFEST).read_text()).get("base_model") or None
+    except (ValueError, AttributeError):
+        return None  # a damaged manifest is reported by load_policy
 
 
 def load_policy(model: str, roles: list[str], policy: str = "shared", adapters: str | Path | None = None, seed: int = 0) -> Any:
@@ -252,6 +284,13 @@ def load_policy(model: str, roles: list[str], policy: str = "shared", adapters: 
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise ValueError(f"{manifest} is damaged ({type(exc).__name__}: {exc}); use a checkpoint's adapters folder "
                              "(RUN_DIR/checkpoints/step_N/adapters) instead") from None
+        base = saved.get("base_model")
+        if base:
+            from llm_marl.models import resolve_model
+
+            if Path(resolve_model(model)).resolve() != Path(base).resolve():
+                raise ValueError(f"--adapters {adapters} were trained on {base}, not on --model {model}: drop --model "
+                                 "(eval then uses the adapters' base model) or pass that model")
     loaded = PolicySet.from_pretrained(model, roles=roles, policy=policy, lora=lora, seed=seed)
     if adapters is not None:
         loaded.load(adapters)
@@ -263,11 +302,18 @@ def _eval_engine(args: argparse.Namespace, env_kwargs: dict[str, Any], user_erro
     from llm_marl_envs.registry import make_raw
 
     if args.engine == "api":
-        if not args.base_url:
-            raise user_error("--engine api needs --base-url (an OpenAI-compatible endpoint) and --model (its model name)")
-        return make_engine("api", base_url=args.base_url, model=args.model), None
+        from llm_marl.cli import make_api_engine
+
+        return make_api_engine(args, "--engine api"), None
     try:
+        args.model = args.model or adapters_base_model(args.adapters) or ModelConfig.model
         roles = list(make_raw(args.env, **env_kwargs).possible_agents)
+        if args.adapters is None:
+            from llm_marl.policies import parse_policy
+
+            parse_policy(args.policy, roles)  # before the model loads
+        if args.engine == "vllm":
+            require_vllm()  # before the model loads
         policy = load_policy(args.model, roles, policy=args.policy, adapters=args.adapters, seed=args.seed)
     except (ValueError, FileNotFoundError, TypeError) as exc:
         raise user_error(str(exc)) from None

@@ -45,6 +45,7 @@ from llm_marl.loss import LossConfig
 from llm_marl.rollout import Rollout, Sample, batches_by_adapter, make_tasks, rollout
 from llm_marl.runs import RunDir
 from llm_marl.update import apply_update, loss_units, minibatches, plan_update  # noqa: F401 (loss_units, minibatches: re-exported)
+from llm_marl.tracking import open_tracker
 from llm_marl.signal import postfix, run_counts, signal_metrics, step_line, step_messages, wave_progress
 
 TRAINER_STATE = "trainer_state.pt"
@@ -379,7 +380,9 @@ def train(config: TrainConfig, resume: str | None = None, log: Any = print,
         return metrics, out
 
     step = start - 1
+    tracker = None
     try:
+        tracker = open_tracker(run_cfg.report_to, run.path, config.to_dict(), first_step=start)
         if cluster.enabled:
             from llm_marl.distributed.actors import EngineSpec, TrainerSpec
             from llm_marl.distributed.cluster import ClusterRun
@@ -405,6 +408,7 @@ def train(config: TrainConfig, resume: str | None = None, log: Any = print,
             with bar:
                 metrics, out = one_step(step, on_wave)
             run.log_metrics(step, metrics)
+            tracker.log(step, metrics)
             run.write_trajectories(step, trajectory_records(out))
             if step % run_cfg.checkpoint_every == 0 or step == run_cfg.steps:
                 tmp = run.begin_checkpoint(step)
@@ -435,6 +439,8 @@ def train(config: TrainConfig, resume: str | None = None, log: Any = print,
             engine.close()
         if scale is not None:
             scale.close()
+        if tracker is not None:
+            tracker.close()
     summary = write_summary(run, list(policy.adapters))
     for line in summary_lines(summary):
         log(line)

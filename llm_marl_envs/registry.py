@@ -2,7 +2,8 @@
 
 The table is the single source: `llm-marl envs` prints it, the README table is generated from it,
 and `register_all()` adds each entry to PettingZoo's registry under the namespace `llm_marl`
-(`pettingzoo.make("aec", "llm_marl/PlanPath-v1")`).
+(`pettingzoo.make("aec", "llm_marl/PlanPath-v1")`), and each environment with a `parallel_env` to
+the parallel registry too (`pettingzoo.make("parallel", "llm_marl/Math-v0")`).
 """
 
 from __future__ import annotations
@@ -96,18 +97,41 @@ def available() -> dict[str, EnvEntry]:
     return {n: e for n, e in ENVS.items() if importlib.util.find_spec(f"llm_marl_envs.{e.module}") is not None}
 
 
+_KINDS = {bool: ("true or false", (bool,)), int: ("a whole number", (int,)), float: ("a number", (int, float)),
+          str: ("text", (str,))}
+
+
+def check_kwargs(name: str, kwargs: dict[str, Any]) -> None:
+    """ValueError naming the option and the value expected when an option's value is of the wrong
+    kind (e.g. `height='abc'` for an integer option); options without a typed default are left to the env."""
+    entry = get(name)
+    defaults = entry.kwargs()
+    for key, value in kwargs.items():
+        default = defaults.get(key)
+        if type(default) not in _KINDS:
+            continue
+        what, accepted = _KINDS[type(default)]
+        if not isinstance(value, accepted) or (isinstance(value, bool) and type(default) is not bool):
+            raise ValueError(f"{entry.name} option {key} takes {what} (default {default!r}), got {value!r}: "
+                             f"e.g. {key}={default!r}")
+
+
 def make(name: str, **kwargs: Any) -> Any:
     """The wrapped AEC env for `name` (own name, module name or PettingZoo id)."""
+    check_kwargs(name, kwargs)
     return get(name).load().env(**kwargs)
 
 
 def make_raw(name: str, **kwargs: Any) -> Any:
+    check_kwargs(name, kwargs)
     return get(name).load().raw_env(**kwargs)
 
 
 def register_all() -> None:
-    from pettingzoo import aec_registry, register
+    from pettingzoo import aec_registry, parallel_registry, register
 
     for entry in available().values():
         if entry.pz_id not in aec_registry:
             register("aec", entry.pz_id, f"llm_marl_envs.{entry.module}:env")
+        if entry.has_parallel and entry.pz_id not in parallel_registry:
+            register("parallel", entry.pz_id, f"llm_marl_envs.{entry.module}:parallel_env")

@@ -126,7 +126,7 @@ TOOL_CASES = [
 @pytest.mark.parametrize("level,reply,team,fmt,exe,pot,mask", TOOL_CASES)
 def test_tool_reward_terms(level, reply, team, fmt, exe, pot, mask):
     env = fresh(level)
-    start = env.state
+    start = env.board
     env.step(reply)
     info = env.infos["tool"]
     local = 0.10 * fmt + 0.30 * exe + 0.60 * pot
@@ -136,7 +136,7 @@ def test_tool_reward_terms(level, reply, team, fmt, exe, pot, mask):
     assert info["reward"] == pytest.approx(mixed(team, local, mask))
     assert (info["parse_error"] is None) == bool(fmt)
     # The proposal is simulated, never applied.
-    assert env.state == start
+    assert env.board == start
     assert env.agent_selection == "planner"
 
 

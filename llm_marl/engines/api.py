@@ -1,17 +1,17 @@
 """`api` engine: any OpenAI-compatible `/v1/chat/completions` endpoint, for evaluation only.
 
-Plain `urllib` (no new dependency). The server applies its own chat template and tokenizer, so
-token ids are not available: completions carry text, no token ids, and log-probs only when the
-server returns them (`logprobs: true`). Adapters are not supported -- the endpoint serves whatever
-model it serves -- and a request naming one is a ValueError rather than a silent base-model answer.
-`n` is sent as the `n` field; servers that return fewer choices are asked again for the rest.
+Requests go through the `openai` SDK (its timeouts and retries with backoff). The key is the
+`api_key` argument, else `OPENAI_API_KEY`, else the placeholder "EMPTY" that local servers (vLLM,
+SGLang) accept. The server applies its own chat template and tokenizer, so token ids are not
+available: completions carry text, no token ids, and log-probs only when the server returns them
+(`logprobs: true`). Adapters are not supported -- the endpoint serves whatever model it serves --
+and a request naming one is a ValueError rather than a silent base-model answer. `n` is sent as
+the `n` field; servers that return fewer choices are asked again for the rest.
 """
 
 from __future__ import annotations
 
-import json
-import urllib.error
-import urllib.request
+import os
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -19,20 +19,36 @@ from .base import Completion, GenerationRequest, GenerationResult, SamplingParam
 
 
 class APIError(RuntimeError):
-    """The endpoint could not be reached or answered with an error; the message names the URL."""
+    """The endpoint could not be reached or answered with an error; the message names the URL and the fix."""
 
 
 class APIEngine:
-    """Engine over an OpenAI-compatible server (`base_url` like `http://127.0.0.1:8000/v1`)."""
+    """Engine over an OpenAI-compatible server (`base_url` like `http://127.0.0.1:8000/v1`).
 
-    def __init__(self, base_url: str, model: str, api_key: str | None = None, timeout_s: float = 120.0,
-                 max_concurrency: int = 4, request_logprobs: bool = False):
-        self.url = base_url.rstrip("/") + "/chat/completions"
+    `timeout_s` bounds each request (seconds); `max_retries` is how many times the SDK retries a
+    connection error, timeout, 429 or 5xx answer (with exponential backoff) before giving up.
+    """
+
+    def __init__(self, base_url: str, model: str, api_key: str | None = None, timeout_s: float = 60.0,
+                 max_retries: int = 2, max_concurrency: int = 4, request_logprobs: bool = False):
+        try:
+            import openai
+        except ImportError:
+            raise APIError("the api engine needs the openai package: pip install openai (or `make install`)") from None
+        if not model:
+            raise ValueError("the api engine needs --model: the model name the server serves")
+        if timeout_s <= 0:
+            raise ValueError(f"--api-timeout must be > 0 seconds, got {timeout_s}")
+        self.base_url = base_url.rstrip("/")
+        self.url = self.base_url + "/chat/completions"
         self.model = model
-        self.api_key = api_key
         self.timeout_s = timeout_s
+        self.max_retries = max(0, max_retries)
         self.max_concurrency = max(1, max_concurrency)
         self.request_logprobs = request_logprobs
+        self._openai = openai
+        self.client = openai.OpenAI(base_url=self.base_url, api_key=api_key or os.environ.get("OPENAI_API_KEY") or "EMPTY",
+                                    timeout=timeout_s, max_retries=self.max_retries)
 
     def generate(self, requests: list[GenerationRequest], sampling: SamplingParams) -> list[GenerationResult]:
         for r in requests:
@@ -47,7 +63,7 @@ class APIEngine:
         pass
 
     def close(self) -> None:
-        pass
+        self.client.close()
 
     # ------------------------------------------------------------------ HTTP
     def _complete(self, request: GenerationRequest, sampling: SamplingParams) -> list[Completion]:
@@ -58,37 +74,42 @@ class APIEngine:
                 "temperature": sampling.temperature, "top_p": sampling.top_p, "max_tokens": sampling.max_new_tokens,
             }
             if sampling.top_k > 0:
-                body["top_k"] = sampling.top_k  # an extension (vLLM, SGLang); OpenAI itself has no top-k
+                body["extra_body"] = {"top_k": sampling.top_k}  # an extension (vLLM, SGLang); OpenAI itself has no top-k
             if sampling.seed is not None:
                 body["seed"] = sampling.seed + len(out)
             if self.request_logprobs:
                 body["logprobs"] = True
-            choices = self._post(body).get("choices") or []
+            choices = self._create(body).choices or []
             if not choices:
-                raise APIError(f"{self.url} returned no choices")
-            out.extend(_completion(c) for c in sorted(choices, key=lambda c: c.get("index", 0)))
+                raise APIError(f"{self.url} returned no choices; check that --model names a chat model the server serves")
+            out.extend(_completion(c) for c in sorted(choices, key=lambda c: getattr(c, "index", 0) or 0))
         return out[:request.n]
 
-    def _post(self, body: dict[str, Any]) -> dict[str, Any]:
-        headers = {"Content-Type": "application/json"}
-        if self.api_key:
-            headers["Authorization"] = f"Bearer {self.api_key}"
-        req = urllib.request.Request(self.url, data=json.dumps(body).encode(), headers=headers, method="POST")
+    def _create(self, body: dict[str, Any]) -> Any:
+        openai = self._openai
+        tries = f"{self.max_retries + 1} tries"
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
-                return json.loads(resp.read().decode())
-        except urllib.error.HTTPError as exc:
-            detail = exc.read().decode(errors="replace")[:500]
-            raise APIError(f"{self.url} answered HTTP {exc.code}: {detail}") from None
-        except (urllib.error.URLError, TimeoutError, ConnectionError) as exc:
-            raise APIError(f"cannot reach {self.url} ({exc}); start the server or fix --base-url") from None
-        except json.JSONDecodeError as exc:
-            raise APIError(f"{self.url} did not answer JSON ({exc})") from None
+            return self.client.chat.completions.create(**body)
+        except openai.APITimeoutError:
+            raise APIError(f"{self.url} did not answer within {self.timeout_s:g} s ({tries}); "
+                           "raise --api-timeout or check the server") from None
+        except openai.APIConnectionError as exc:
+            raise APIError(f"cannot reach {self.url} ({exc.__cause__ or exc}); start the server or fix --base-url") from None
+        except openai.NotFoundError:
+            raise APIError(f"{self.url} answered 404 Not Found; --base-url must end in /v1 and --model must be "
+                           "a model the server serves") from None
+        except openai.AuthenticationError:
+            raise APIError(f"{self.url} refused the API key (HTTP 401); set OPENAI_API_KEY or --api-key") from None
+        except openai.APIStatusError as exc:
+            detail = " ".join(exc.response.text.split())[:300]
+            raise APIError(f"{self.url} answered HTTP {exc.status_code}: {detail}") from None
+        except openai.APIResponseValidationError as exc:
+            raise APIError(f"{self.url} did not answer an OpenAI chat completion ({exc})") from None
 
 
-def _completion(choice: dict[str, Any]) -> Completion:
-    text = (choice.get("message") or {}).get("content") or ""
-    content = (choice.get("logprobs") or {}).get("content") or []
-    logprobs = [float(t["logprob"]) for t in content if "logprob" in t]
-    finish = "length" if choice.get("finish_reason") == "length" else "stop"
+def _completion(choice: Any) -> Completion:
+    text = (choice.message.content if choice.message is not None else None) or ""
+    content = (choice.logprobs.content if choice.logprobs is not None else None) or []
+    logprobs = [float(t.logprob) for t in content if getattr(t, "logprob", None) is not None]
+    finish = "length" if choice.finish_reason == "length" else "stop"
     return Completion(text=text, token_ids=[], logprobs=logprobs, finish_reason=finish)

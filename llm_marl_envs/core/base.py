@@ -19,7 +19,10 @@ from pettingzoo import AECEnv
 
 from .instances import Keyed, check_split, draw_instance
 from .rewards import RewardBreakdown, zero_info
-from .spaces import action_space, observation_space
+from .spaces import TextSpace, action_space, observation_space
+
+MAX_STATE_CHARS = 65_536
+"""Longest `state()` text (the largest boards render to a few hundred characters)."""
 
 Message = dict[str, str]
 _RENDER_TEXT_CAP = 2_000
@@ -57,6 +60,9 @@ class TextAECEnv(AECEnv):
     fork_shallow: ClassVar[tuple[str, ...]] = ("transcript",)
     """Lists that only grow by `append` of immutable items (tuples of str and int, frozen records):
     `fork()` copies the list and shares the items."""
+    has_global_state: ClassVar[bool] = False
+    """True for the board environments, whose `state()` is the board every role plays on. The others'
+    task state is the conversation (and a full view of it would hold the reference answer)."""
     delegating_role: str | None = None
     """The role that hands subtasks to the other roles and reads only their results (deep search's
     planner), or None. Algorithms that credit workers for their delegated output (SHARP) need one."""
@@ -73,6 +79,8 @@ class TextAECEnv(AECEnv):
         # One space object per agent, created once (api_test checks identity; seeding is per space).
         self.observation_spaces = {a: observation_space(self.max_turns) for a in self.possible_agents}
         self.action_spaces = {a: action_space() for a in self.possible_agents}
+        if self.has_global_state:
+            self.state_space = TextSpace(MAX_STATE_CHARS)
         self._seed_rng: np.random.Generator | None = None
         self._seed_rng_shared = False
         """True while `_seed_rng` may be held by a fork too: it is copied before it is first advanced."""
@@ -131,6 +139,17 @@ class TextAECEnv(AECEnv):
 
     def action_space(self, agent: str):
         return self.action_spaces[agent]
+
+    def state(self) -> str:
+        """PettingZoo's global state (for centralised critics): the current board as text, the same for
+        every role (`state_space` is a text space). Environments without a board raise PettingZoo's
+        NotImplementedError: each role's `observe(agent)` is all there is."""
+        if not self.has_global_state:
+            raise NotImplementedError(f"{self.metadata['name']} has no global state beyond the agents' observations "
+                                      "(its task state is the conversation); use observe(agent)")
+        if self.instance is None:
+            raise RuntimeError("call reset() before state()")
+        return self._render_state()
 
     def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> None:
         """Start an episode.

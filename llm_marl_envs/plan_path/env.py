@@ -67,6 +67,7 @@ TOOL_COEF = {"fmt": 0.10, "exec": 0.40, "shape": 0.50}
 
 class raw_env(MoveListAnswers, ToolPlannerEnv):
     metadata = {"render_modes": ["human", "ansi"], "name": "plan_path_v1", "is_parallelizable": False}
+    has_global_state = True  # state(): the board as text
     instance_namespace = "plan_path"
     prompts = prompts
     fork_shared = (*ToolPlannerEnv.fork_shared, "grid", "to_goal", "board_rows")

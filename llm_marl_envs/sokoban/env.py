@@ -121,9 +121,10 @@ def tool_terms(before: State, sim: Simulation) -> dict[str, float]:
 
 class raw_env(MoveListAnswers, ToolPlannerEnv):
     metadata = {"render_modes": ["human", "ansi"], "name": "sokoban_v1", "is_parallelizable": False}
+    has_global_state = True  # state(): the board as text
     instance_namespace = "sokoban"
     prompts = prompts
-    fork_shared = (*ToolPlannerEnv.fork_shared, "state")
+    fork_shared = (*ToolPlannerEnv.fork_shared, "board")
 
     def __init__(self, mode: Mode = "mas", max_turns: int = 4, height: int = 6, width: int = 6, num_boxes: int = 1,
                  inner_walls: int = 2, min_solution_moves: int = 4, max_solution_moves: int | None = 15,
@@ -137,11 +138,11 @@ class raw_env(MoveListAnswers, ToolPlannerEnv):
 
     def _start_task(self) -> None:
         inst: SokobanInstance = self.instance
-        self.state: State = inst.state
+        self.board: State = inst.state
 
     # ------------------------------------------------------------------ text
     def describe_task(self) -> str:
-        s = self.state
+        s = self.board
         return (
             f"Push every box onto a goal on this {s.height}x{s.width} Sokoban board.\n"
             "Moves: U = up (row - 1), D = down (row + 1), L = left (column - 1), R = right (column + 1).\n"
@@ -158,25 +159,25 @@ class raw_env(MoveListAnswers, ToolPlannerEnv):
         )
 
     def _render_state(self) -> str:
-        s = self.state
+        s = self.board
         return f"{s.to_xsb()}\nplayer {s.player} | boxes on goals {s.boxes_on_goal}/{s.num_boxes}"
 
     # ------------------------------------------------------------------ rewards (A.1.5)
     def score_tool(self, run: ToolRun) -> RewardBreakdown:
         if run.proposal is None:
             terms = {"fmt": 0.0, "exec": 0.0, "pot": 0.0}
-            return RewardBreakdown(team_reward(self.state), terms, TOOL_COEF, mask=0.0 if run.code is None else 1.0, lam=LAMBDA_SOK)
-        sim = simulate(self.state, run.proposal)
-        return RewardBreakdown(team_reward(sim.final), tool_terms(self.state, sim), TOOL_COEF, mask=1.0, lam=LAMBDA_SOK)
+            return RewardBreakdown(team_reward(self.board), terms, TOOL_COEF, mask=0.0 if run.code is None else 1.0, lam=LAMBDA_SOK)
+        sim = simulate(self.board, run.proposal)
+        return RewardBreakdown(team_reward(sim.final), tool_terms(self.board, sim), TOOL_COEF, mask=1.0, lam=LAMBDA_SOK)
 
     def apply_answer(self, answer: Any, error: str | None) -> Applied:
         if answer is None:
             terms = {"fmt": 0.0, "leg": 0.0, "dlk": 0.0}
-            return Applied(RewardBreakdown(team_reward(self.state), terms, PLANNER_COEF, mask=1.0, lam=LAMBDA_SOK), False,
-                           f"no valid action list ({error}); the board is unchanged, player at {self.state.player}")
-        sim = simulate(self.state, answer)
-        before, self.state = self.state, sim.final
-        feedback = f"applied {sim.applied} of {len(answer)} moves: player {before.player} -> {self.state.player}"
+            return Applied(RewardBreakdown(team_reward(self.board), terms, PLANNER_COEF, mask=1.0, lam=LAMBDA_SOK), False,
+                           f"no valid action list ({error}); the board is unchanged, player at {self.board.player}")
+        sim = simulate(self.board, answer)
+        before, self.board = self.board, sim.final
+        feedback = f"applied {sim.applied} of {len(answer)} moves: player {before.player} -> {self.board.player}"
         pushes = sum(1 for o in sim.outcomes if o.value == "pushed")
         if pushes:
             feedback += f", {pushes} push{'es' if pushes > 1 else ''}"
@@ -186,9 +187,9 @@ class raw_env(MoveListAnswers, ToolPlannerEnv):
         if sim.deadlock_at is not None:
             feedback += f"; move {sim.deadlock_at + 1} ({answer[sim.deadlock_at]}) pushed a box into a deadlock (it can no longer reach a goal)"
         success = self.is_solved()
-        feedback += "; every box is on a goal" if success else f"; boxes on goals: {self.state.boxes_on_goal} of {self.state.num_boxes}"
-        breakdown = RewardBreakdown(team_reward(self.state), planner_terms(sim), PLANNER_COEF, mask=1.0, lam=LAMBDA_SOK)
+        feedback += "; every box is on a goal" if success else f"; boxes on goals: {self.board.boxes_on_goal} of {self.board.num_boxes}"
+        breakdown = RewardBreakdown(team_reward(self.board), planner_terms(sim), PLANNER_COEF, mask=1.0, lam=LAMBDA_SOK)
         return Applied(breakdown, success, feedback)
 
     def is_solved(self) -> bool:
-        return self.state.solved
+        return self.board.solved

@@ -126,6 +126,7 @@ def tool_terms(app: Application, shape: Shape) -> dict[str, float]:
 
 class raw_env(ToolPlannerEnv):
     metadata = {"render_modes": ["human", "ansi"], "name": "sudoku_v0", "is_parallelizable": False}
+    has_global_state = True  # state(): the board as text
     instance_namespace = "sudoku"
     prompts = prompts
     fork_shared = (*ToolPlannerEnv.fork_shared, "shape", "clues")

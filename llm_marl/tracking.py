@@ -1,0 +1,133 @@
+"""Experiment tracking: `--report-to tensorboard|wandb|trackio|none` (TRL's convention).
+
+    tracker = open_tracker("tensorboard", run_dir, config.to_dict(), first_step=1)
+    tracker.log(step, metrics)          # the same numbers as metrics.jsonl
+    tracker.close()
+
+- `tensorboard` (the default) writes event files into the run directory, next to `metrics.jsonl`
+  (`tensorboard --logdir runs/`): every numeric metric as a scalar under its own name (`reward/...`,
+  `loss/...`), and the run's resolved config as hyperparameters (the HPARAMS tab) and as text.
+  A resumed run purges the steps it redoes.
+- `wandb` and `trackio` log the same metrics and the config to the project `llm-marl`; they are
+  optional extras (`pip install 'llm-marl[wandb]'`, `'llm-marl[trackio]'`).
+- `none` logs nothing but `metrics.jsonl`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+REPORT_TO = ("tensorboard", "wandb", "trackio", "none")
+PROJECT = "llm-marl"
+_PACKAGES = {"tensorboard": "tensorboard", "wandb": "wandb", "trackio": "trackio"}
+
+
+def check_available(report_to: str) -> None:
+    """ValueError naming the install command when the tracker's package is missing (before a run starts)."""
+    if report_to not in REPORT_TO:
+        raise ValueError(f"unknown --report-to {report_to!r}; use one of {', '.join(REPORT_TO)}")
+    package = _PACKAGES.get(report_to)
+    if package is None:
+        return
+    try:
+        importlib.import_module(package)
+    except ImportError:
+        raise ValueError(f"--report-to {report_to} needs the {package} package: pip install 'llm-marl[{report_to}]' "
+                         "(or --report-to none)") from None
+
+
+def numeric(metrics: dict[str, Any]) -> dict[str, float]:
+    """The metrics a tracker can plot: finite numbers (bools as 0/1), `step` left out."""
+    out = {}
+    for key, value in metrics.items():
+        if key != "step" and isinstance(value, (int, float)) and math.isfinite(float(value)):
+            out[key] = float(value)
+    return out
+
+
+def flat_config(config: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """{"optim": {"lr": 1e-4}} -> {"optim/lr": 1e-4}; values that are not numbers, text or bools as JSON."""
+    out: dict[str, Any] = {}
+    for key, value in config.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict) and value:
+            out.update(flat_config(value, name + "/"))
+        else:
+            out[name] = value if isinstance(value, (int, float, str, bool)) else json.dumps(value, default=str)
+    return out
+
+
+class NoTracker:
+    def log(self, step: int, metrics: dict[str, Any]) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+class TensorBoardTracker:
+    def __init__(self, run_dir: Path, config: dict[str, Any], first_step: int):
+        from torch.utils.tensorboard import SummaryWriter
+        from torch.utils.tensorboard.summary import hparams
+
+        self.writer = SummaryWriter(log_dir=str(run_dir), purge_step=first_step if first_step > 1 else None)
+        hp = flat_config(config)
+        for summary in hparams(hp, {}):  # experiment, session start, session end: the HPARAMS tab
+            self.writer.file_writer.add_summary(summary)
+        self.writer.add_text("config", "```\n" + json.dumps(config, indent=2, default=str) + "\n```", global_step=0)
+
+    def log(self, step: int, metrics: dict[str, Any]) -> None:
+        for key, value in numeric(metrics).items():
+            self.writer.add_scalar(key, value, global_step=step)
+        self.writer.flush()
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+class WandbTracker:
+    def __init__(self, run_dir: Path, config: dict[str, Any], first_step: int):
+        import wandb
+
+        self.wandb = wandb
+        self.run = wandb.init(project=PROJECT, name=run_dir.name, id=_run_id(run_dir), dir=str(run_dir), config=config,
+                              resume="allow")
+
+    def log(self, step: int, metrics: dict[str, Any]) -> None:
+        self.run.log(numeric(metrics), step=step)
+
+    def close(self) -> None:
+        self.run.finish()
+
+
+class TrackioTracker:
+    def __init__(self, run_dir: Path, config: dict[str, Any], first_step: int):
+        import trackio
+
+        self.trackio = trackio
+        trackio.init(project=PROJECT, name=run_dir.name, config=config, resume="allow")
+
+    def log(self, step: int, metrics: dict[str, Any]) -> None:
+        self.trackio.log(numeric(metrics), step=step)
+
+    def close(self) -> None:
+        self.trackio.finish()
+
+
+def _run_id(run_dir: Path) -> str:
+    return "".join(c if c.isalnum() or c in "-_" else "-" for c in run_dir.name)[:128]
+
+
+TRACKERS = {"tensorboard": TensorBoardTracker, "wandb": WandbTracker, "trackio": TrackioTracker}
+
+
+def open_tracker(report_to: str, run_dir: str | Path, config: dict[str, Any], first_step: int = 1) -> Any:
+    """The tracker of `--report-to` for a run directory (a resumed run passes the first step it redoes)."""
+    check_available(report_to)
+    if report_to == "none":
+        return NoTracker()
+    return TRACKERS[report_to](Path(run_dir), config, first_step)

@@ -1,0 +1,77 @@
+"""`llm-marl report` (issue 13, item 1): a self-contained HTML page with learning curves per role,
+the before/after evaluation and sampled replies with credit and advantage, rendered in headless
+Chromium when it is installed (.ci/run installs Debian's `chromium`)."""
+
+from __future__ import annotations
+
+import re
+import shlex
+import shutil
+import subprocess
+
+import pytest
+
+from llm_marl.cli import main
+from llm_marl.report import COLORS
+from tests.test_cli import README
+from tests.test_progress import ARGS
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("runs")
+    for name, policy in (("shared-run", "shared"), ("per-role-run", "per-role")):
+        assert main(["train", *ARGS, "--steps", "2", "--eval-episodes", "1", "--policy", policy, "--report-to", "none",
+                     "--out-dir", str(root), "--run-name", name]) == 0
+    return root / "shared-run", root / "per-role-run"
+
+
+def test_readme_report_command_writes_a_self_contained_page(runs, capsys):
+    run = runs[1]
+    command = re.search(r"`(llm-marl report runs/<run>)`", README).group(1)
+    assert main(shlex.split(command.replace("runs/<run>", str(run)))[1:]) == 0
+    page = (run / "report.html").read_text()
+    assert capsys.readouterr().out.strip() == str(run / "report.html")
+    assert "<script" not in page and not re.search(r"(src|href)=", page), "the page must load nothing"
+    charts = re.findall(r'<svg[^>]*class="chart[^"]*"[^>]*>.*?</svg>', page, re.S)
+    assert len(charts) == 6
+    drawn = [c for c in charts if 'class="chart empty"' not in c]
+    assert len(drawn) >= 4
+    for chart in drawn:
+        for points in re.findall(r'<polyline class="series"[^>]*points="([^"]+)"', chart):
+            assert len(points.split()) == 2  # one point per step
+    reward = next(c for c in charts if "Mean step reward per role" in c)
+    assert ">planner<" in reward and ">tool<" in reward  # a curve per role
+    assert "<th>before</th><th>after</th>" in page and "success rate" in page
+    samples = re.search(r"<table class='samples'>.*?</table>", page, re.S).group(0)
+    assert "<th>credit</th><th>advantage</th>" in samples and samples.count("<tr>") >= 2
+
+
+def test_report_compares_runs(runs, tmp_path, capsys):
+    out = tmp_path / "compare.html"
+    assert main(["report", *map(str, runs), "--out", str(out)]) == 0
+    page = out.read_text()
+    assert "shared-run · planner" in page and "per-role-run · tool" in page
+    assert main(["report", str(tmp_path)]) == 2
+    assert "has no metrics.jsonl" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(shutil.which("chromium") is None, reason="Debian's chromium is not installed (.ci/run installs it)")
+def test_report_renders_its_charts_in_headless_chromium(runs, tmp_path_factory, capsys):
+    import numpy as np
+    from PIL import Image
+
+    run = runs[1]
+    assert main(["report", str(run)]) == 0
+    shot = run / "report.png"  # kept next to the page, in the test's temp dir
+    profile = tmp_path_factory.mktemp("chromium-profile")
+    proc = subprocess.run(["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+                           f"--user-data-dir={profile}", "--window-size=1280,1400", f"--screenshot={shot}",
+                           (run / "report.html").as_uri()], capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0 and shot.is_file(), proc.stderr[-2000:]
+    image = Image.open(shot).convert("RGB")
+    assert image.size == (1280, 1400)
+    pixels = np.asarray(image).reshape(-1, 3)
+    counts = {c: int((pixels == [int(c[i:i + 2], 16) for i in (1, 3, 5)]).all(axis=1).sum()) for c in COLORS[:2]}
+    # Both series colours are drawn (curves and markers), far beyond the legend swatches (100 px each).
+    assert all(n > 1000 for n in counts.values()), counts

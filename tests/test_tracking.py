@@ -1,0 +1,55 @@
+"""`--report-to` (issue 13, item 1): TensorBoard event files next to metrics.jsonl hold the same
+numbers, and the run's config as hyperparameters; a tracker that is not installed is one line."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+
+import pytest
+
+from llm_marl.cli import main
+from llm_marl.tracking import numeric
+from tests.test_progress import ARGS
+
+
+def test_tensorboard_event_files_match_metrics_jsonl(tmp_path, capsys):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    assert main(["train", *ARGS, "--steps", "2", "--out-dir", str(tmp_path), "--run-name", "tb"]) == 0
+    run = tmp_path / "tb"
+    assert list(run.glob("events.out.tfevents.*")), "no event file next to metrics.jsonl"
+    events = EventAccumulator(str(run), size_guidance={"scalars": 0, "tensors": 0})
+    events.Reload()
+    metrics = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [m["step"] for m in metrics] == [1, 2]
+    tags = set(events.Tags()["scalars"])
+    checked = 0
+    for record in metrics:
+        for key, value in numeric(record).items():
+            assert key in tags, key
+            by_step = {e.step: e.value for e in events.Scalars(key)}
+            assert by_step[record["step"]] == pytest.approx(value, rel=1e-6, abs=1e-6), key
+            checked += 1
+    assert checked > 20 and tags == set(numeric(metrics[0])) | set(numeric(metrics[1]))
+    assert "reward/success_rate" in tags
+    # The resolved config: as hyperparameters (TensorBoard's HPARAMS plugin) and as text.
+    assert events.PluginTagToContent("hparams")
+    config = json.loads((run / "config.json").read_text())
+    text = events.Tensors("config/text_summary")[0].tensor_proto.string_val[0].decode()
+    assert json.loads(text.strip("`\n")) == config
+
+
+def test_report_to_none_writes_no_event_file(tmp_path, capsys):
+    assert main(["train", *ARGS, "--steps", "1", "--report-to", "none", "--out-dir", str(tmp_path), "--run-name", "quiet"]) == 0
+    assert (tmp_path / "quiet" / "metrics.jsonl").is_file() and not list((tmp_path / "quiet").glob("events.out.tfevents.*"))
+
+
+@pytest.mark.parametrize("tracker", ["wandb", "trackio"])
+def test_a_tracker_that_is_not_installed_is_one_line(tmp_path, capsys, tracker):
+    if importlib.util.find_spec(tracker) is not None:
+        pytest.skip(f"{tracker} is installed here: the missing-package message cannot be shown")
+    assert main(["train", *ARGS, "--report-to", tracker, "--out-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"llm-marl: error: --report-to {tracker} needs the {tracker} package: pip install 'llm-marl[{tracker}]' (or --report-to none)"
+    assert not list(tmp_path.iterdir())

@@ -1,0 +1,231 @@
+"""The OpenAI-compatible path through the CLI (a local server on 127.0.0.1), and the user mistakes of
+issue 13 item 6: each ends in ONE line naming the fix, with exit status 2, before any model loads."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import socket
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from llm_marl.cli import main
+
+from tests.test_cli import README
+
+
+class _Server(BaseHTTPRequestHandler):
+    """OpenAI-compatible `/v1/chat/completions`: every model answers as the plan_path oracle planner
+    (from the prompt text alone); model "slow" waits 30 s first. Any other path is a 404."""
+
+    seen: list[dict] = []
+
+    def do_POST(self):  # noqa: N802 (http.server API)
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        type(self).seen.append({"path": self.path, "auth": self.headers.get("Authorization"), **body})
+        if self.path != "/v1/chat/completions":
+            return self._send(404, {"error": {"message": "Not Found", "type": "not_found"}})
+        if body["model"] == "slow":
+            time.sleep(30)
+        from agents.oracle import make_oracle
+
+        reply = make_oracle("plan_path").act("planner", {"messages": body["messages"], "turn": 0})
+        self._send(200, {"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
+                         "choices": [{"index": 0, "message": {"role": "assistant", "content": reply}, "finish_reason": "stop"}]})
+
+    def _send(self, code: int, payload: dict) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        try:
+            self.wfile.write(data)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client gave up (the slow-server test)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def server():
+    _Server.seen = []
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Server)
+    httpd.daemon_threads = True
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def one_line_error(capsys, argv: list[str], *needles: str) -> str:
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    assert err.startswith("llm-marl: error: ") and "Traceback" not in err
+    for needle in needles:
+        assert needle in err, err
+    return err
+
+
+PLANNER = ["--env", "plan_path", "--env-arg", "mode=planner"]
+
+
+# -------------------------------------------------------------------------------- the served model
+def test_play_agent_api_plays_an_episode_with_a_served_model(capsys, server, monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    assert main(["play", *PLANNER, "--agent", "api", "--base-url", f"{server}/v1", "--model", "oracle",
+                 "--api-key", "sk-flag", "--seed", "0"]) == 0
+    out = capsys.readouterr().out
+    summary = json.loads(out.strip().splitlines()[-1])
+    assert summary["agent"] == "api" and summary["success"] is True and summary["turns"] >= 1
+    assert "=== episode over: success ===" in out
+    assert _Server.seen and all(s["auth"] == "Bearer sk-flag" and s["model"] == "oracle" for s in _Server.seen)
+    assert _Server.seen[0]["messages"][-1]["role"] == "user"
+
+
+def test_openai_compatible_agent_plays_from_python(server):
+    from agents import run_episode
+    from agents.llm import OpenAICompatibleAgent
+    from llm_marl_envs import registry
+
+    agent = OpenAICompatibleAgent(f"{server}/v1", "oracle", api_key="k", timeout_s=5, max_retries=0)
+    result = run_episode(registry.make("plan_path", mode="planner"), agent, seed=0, split="test")
+    assert result.success and result.turns >= 1 and _Server.seen[0]["auth"] == "Bearer k"
+    agent.engine.close()
+
+
+def test_readme_play_agent_api_command(capsys, server):
+    command = re.search(r"`(llm-marl play [^`]*--agent api[^`]*)`", README).group(1)
+    argv = shlex.split(command.replace("http://127.0.0.1:8000", server))[1:]
+    assert main(argv) == 0
+    assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["success"] is True
+    assert _Server.seen[0]["model"] == "NAME"
+
+
+def test_eval_engine_api_reads_the_key_from_the_environment(capsys, server, monkeypatch, tmp_path):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-env")
+    out = tmp_path / "eval.json"
+    assert main(["eval", *PLANNER, "--engine", "api", "--base-url", f"{server}/v1", "--model", "oracle", "--n", "2",
+                 "--out", str(out)]) == 0
+    result = json.loads(out.read_text())
+    assert result["episodes"] == 2 and result["success_rate"] == 1.0 and result["engine"] == "api"
+    assert {s["auth"] for s in _Server.seen} == {"Bearer sk-env"}
+    assert all(s["temperature"] == 0.0 for s in _Server.seen)
+
+
+# -------------------------------------------------------------------------------- api mistakes
+@pytest.mark.parametrize("argv", [
+    ["play", *PLANNER, "--agent", "api", "--base-url", "http://127.0.0.1:1/v1"],
+    ["eval", *PLANNER, "--engine", "api", "--base-url", "http://127.0.0.1:1/v1"],
+    ["eval", *PLANNER, "--engine", "api", "--model", "m"],
+])
+def test_api_needs_base_url_and_model(capsys, argv):
+    one_line_error(capsys, argv, "needs --base-url", "--model")
+
+
+@pytest.mark.parametrize("command", ["play", "eval"])
+def test_unreachable_server(capsys, command):
+    flag = ["--agent", "api"] if command == "play" else ["--engine", "api", "--n", "1"]
+    one_line_error(capsys, [command, *PLANNER, *flag, "--base-url", f"http://127.0.0.1:{closed_port()}/v1", "--model", "m",
+                            "--api-retries", "0"], "cannot reach", "start the server or fix --base-url")
+
+
+@pytest.mark.parametrize("command", ["play", "eval"])
+def test_server_answering_404(capsys, server, command):
+    flag = ["--agent", "api"] if command == "play" else ["--engine", "api", "--n", "1"]
+    one_line_error(capsys, [command, *PLANNER, *flag, "--base-url", f"{server}/v2", "--model", "oracle"],
+                   "404", "--base-url must end in /v1")
+
+
+@pytest.mark.parametrize("command", ["play", "eval"])
+def test_slow_server(capsys, server, command):
+    flag = ["--agent", "api"] if command == "play" else ["--engine", "api", "--n", "1"]
+    started = time.monotonic()
+    one_line_error(capsys, [command, *PLANNER, *flag, "--base-url", f"{server}/v1", "--model", "slow",
+                            "--api-timeout", "0.5", "--api-retries", "1"], "did not answer within 0.5 s (2 tries)", "--api-timeout")
+    assert time.monotonic() - started < 20  # the server would take 30 s a request
+
+
+# -------------------------------------------------------------------------------- before a model loads
+@pytest.fixture
+def no_model_loads(monkeypatch):
+    from llm_marl.policies import PolicySet
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a model was loaded before the mistake was reported")
+
+    monkeypatch.setattr(PolicySet, "from_pretrained", classmethod(refuse))
+    monkeypatch.setattr("llm_marl.trainer.train", refuse)
+
+
+def vllm_importable() -> bool:
+    try:
+        import vllm  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+@pytest.mark.skipif(vllm_importable(), reason="vLLM is installed here: the missing-vLLM message cannot be shown")
+@pytest.mark.parametrize("command", ["train", "eval"])
+def test_engine_vllm_without_vllm(capsys, no_model_loads, command):
+    one_line_error(capsys, [command, "--env", "plan_path", "--engine", "vllm", "--model", "tiny-random"],
+                   "needs vLLM", "pip install 'llm-marl[vllm]'", "--engine hf")
+
+
+@pytest.mark.parametrize("command", ["train", "eval"])
+def test_policy_with_an_unknown_role(capsys, no_model_loads, command):
+    one_line_error(capsys, [command, "--env", "plan_path", "--policy", "tool=a,boss=b", "--model", "tiny-random"],
+                   "unknown ['boss']", "must map exactly the roles ['tool', 'planner']")
+
+
+@pytest.mark.parametrize("argv", [
+    ["play", "--env", "plan_path", "--env-arg", "height=abc"],
+    ["play", "--env", "plan_path", "--env-arg", "height=3.5"],
+    ["eval", "--env", "plan_path", "--env-arg", "height=abc", "--model", "tiny-random"],
+    ["train", "--env", "plan_path", "--env-arg", "height=abc", "--model", "tiny-random"],
+])
+def test_non_numeric_env_arg(capsys, no_model_loads, argv):
+    one_line_error(capsys, argv, "option height takes a whole number", "height=10")
+
+
+# -------------------------------------------------------------------------------- eval --adapters
+@pytest.fixture(scope="module")
+def tiny_adapters(tmp_path_factory):
+    from llm_marl.models import resolve_model
+    from llm_marl.policies import PolicySet
+
+    folder = tmp_path_factory.mktemp("adapters")
+    base = resolve_model("tiny-random")
+    PolicySet.from_pretrained(base, roles=["planner"], policy="shared").save(folder)
+    return folder, base
+
+
+def test_eval_adapters_use_their_base_model_by_default(capsys, tiny_adapters, tmp_path):
+    folder, base = tiny_adapters
+    out = tmp_path / "eval.json"
+    assert main(["eval", *PLANNER, "--adapters", str(folder), "--n", "1", "--max-new-tokens", "4", "--out", str(out)]) == 0
+    result = json.loads(out.read_text())
+    assert result["model"] == base and result["episodes"] == 1
+
+
+def test_eval_adapters_from_another_base_model(capsys, tiny_adapters, tmp_path, no_model_loads):
+    folder, base = tiny_adapters
+    other = tmp_path / "other-model"
+    other.mkdir()
+    (other / "config.json").write_text("{}")
+    one_line_error(capsys, ["eval", *PLANNER, "--adapters", str(folder), "--model", str(other)],
+                   f"were trained on {base}", "drop --model")
