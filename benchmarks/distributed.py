@@ -165,7 +165,7 @@ def main() -> None:
     for row in publish:
         lines.append(f"| {row['what']} | {row['seconds']:.3f} |")
     lines += ["", f"`llm-marl train --algo at-grpo --env plan_path --model tiny-random --steps {args.train_steps} "
-              f"--envs-per-step {args.train_envs} --kl-beta 0.01` (the KL term gives tiny-random's untrained replies a gradient), alone and with `--rollout-workers 2 --trainer-ranks 2 "
+              f"--envs-per-step {args.train_envs} --kl-beta 0.01` (tiny-random earns no reward and its adapters start equal to the base, so the KL term is 0 too: these runs exercise the machinery with zero gradients; that T ranks compute one process's update is tested with constructed advantages in tests/test_distributed.py), alone and with `--rollout-workers 2 --trainer-ranks 2 "
               f"--cpus-per-actor {args.cpus_per_actor}` (a local cluster). Worker w samples with a seed from (seed, w), "
               "so the two runs draw different samples; their metrics are comparable, not equal.", "",
               "| run | step | reward/success_rate | reward/reward/tool | reward/reward/planner | loss/shared/total | "
