@@ -103,6 +103,7 @@ def add_commands(sub: Any, argv: Sequence[str]) -> None:
 
 def cmd_train(args: argparse.Namespace) -> int:
     from llm_marl.cli import UserError
+    from llm_marl.distributed.config import ClusterConfig, ClusterError
     from llm_marl.trainer import TrainConfig, train
 
     try:
@@ -120,7 +121,6 @@ def cmd_train(args: argparse.Namespace) -> int:
         from llm_marl.algorithms import get as get_algorithm
 
         from llm_marl.credit.team import CreditConfig
-        from llm_marl.distributed.config import ClusterConfig, ClusterError
 
         algorithm = get_algorithm(args.algo_id)
         algo_cls = algorithm.config_cls
