@@ -5,7 +5,7 @@
 with F_norm the sample standard deviation (`scale="std"`, AT-GRPO Eq. 1) or 1 (`scale="none"`,
 Dr. GRPO, arXiv:2503.20783). A group of one has nothing to compare against and a group whose
 rewards are all equal carries no signal: both get advantage 0 and are counted in the stats, never
-passed through as raw rewards (verl gives a group of one mean 0 and std 1: style.md section 5).
+passed through as raw rewards (verl gives a group of one mean 0 and std 1).
 """
 
 from __future__ import annotations

@@ -1,12 +1,12 @@
 """The policy set: one frozen base model plus M LoRA adapters, and the role->adapter map σ.
 
-DESIGN.md "Policy set": role-sharing (M=1, `--policy shared`), role-specialized (M=N,
+Role-sharing (M=1, `--policy shared`), role-specialized (M=N,
 `--policy per-role`) or any grouping (`--policy "tool=a,planner=b"`) are one mechanism. AT-GRPO
 Eq. 2 routes each role's samples to policy σ(i); the reference policy for the KL term is the base
 model with adapters disabled (`PeftModel.disable_adapter()`), so no second model is held in memory.
 
 Log-probs are those of softmax(logits / temperature) -- exactly what the engines sample from --
-and only at response positions: only generated tokens are trained (MATPO; pitfalls.md #6).
+and only at response positions: only generated tokens are trained (MATPO).
 
     policy = PolicySet.from_pretrained("tiny-random", roles=["tool", "planner"], policy="per-role")
     lp = policy.response_logprobs(prompt_ids, response_ids, adapter="tool", temperature=1.0, grad=True)

@@ -103,7 +103,7 @@ def test_at_grpo_groups_hold_k_candidates_from_one_identical_prompt(at_grpo_run)
     groups = defaultdict(list)
     for s in out.samples:
         groups[s.group_key].append(s)
-    # 2 tasks x 2 turns x 2 agents, never merged across tasks (pitfalls #1).
+    # 2 tasks x 2 turns x 2 agents, never merged across tasks.
     assert sorted(groups) == sorted((t, r, k) for t in ("pp-a", "pp-b") for r in ("tool", "planner") for k in (0, 1))
     for key, members in groups.items():
         assert len(members) == 2

@@ -1,4 +1,4 @@
-"""The environment contract (DESIGN.md), checked for every registered environment and variant."""
+"""The environment contract, checked for every registered environment and variant."""
 
 from __future__ import annotations
 

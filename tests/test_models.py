@@ -31,7 +31,7 @@ def tiny_path() -> str:
 
 
 def test_tiny_random_tokenizer_reloads_with_identical_encodings(tiny_path):
-    """transformers 5 re-installs Qwen2's pre-tokenizer on reload (pitfalls.md): the trained one must agree."""
+    """transformers 5 re-installs Qwen2's pre-tokenizer on reload: the trained one must agree."""
     from transformers import AutoTokenizer
 
     raw = tiny_random.train_tokenizer()

@@ -1,5 +1,5 @@
 """Sudoku environment: rewards with values computed by hand from AT-GRPO appendix A.1.3, clue
-checks (pitfalls #3), the observation, termination, and the oracle on 4x4, 6x6 and 9x9. The
+checks, the observation, termination, and the oracle on 4x4, 6x6 and 9x9. The
 PettingZoo conformance tests (api/seed/render for every variant), split disjointness over 1,000
 instances per split and the 200-instance oracle run are the generic ones in
 tests/test_env_contract.py; here api_test also runs on non-default sizes."""

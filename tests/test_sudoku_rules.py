@@ -85,7 +85,7 @@ def test_solved_requires_complete_valid_and_clues_kept():
     assert is_solved(SOLUTION4, CLUES4, S4)
     assert not is_solved(g("1234", "3412", "2143", "432."), CLUES4, S4)  # incomplete
     assert not is_solved(g("1234", "3412", "2143", "4312"), CLUES4, S4)  # duplicates
-    # A different valid complete grid that changes a clue is not a solution (pitfalls #3).
+    # A different valid complete grid that changes a clue is not a solution.
     other = g("2143", "4321", "1234", "3412")
     assert is_complete(other) and is_valid(other, S4)
     assert not keeps_clues(other, CLUES4) and not is_solved(other, CLUES4, S4)

@@ -1,7 +1,7 @@
 """AT-GRPO: agent- and turn-wise grouped GRPO with tree sampling.
 
 Paper: Zhao et al., "Stronger Together: On-Policy Reinforcement Learning for Collaborative LLMs",
-arXiv:2510.11062 (`../shared/papers/at-grpo.txt`): Alg. 1, Eq. 1-4.
+arXiv:2510.11062: Alg. 1, Eq. 1-4.
 
 - Sampling plan: `tree(K)`: at every agent turn K candidates from one observation, each stepped
   on its own fork and scored by Eq. 4; the argmax continues (Alg. 1 lines 10-13).

@@ -1,7 +1,7 @@
 """MATPO: multi-agent tool-integrated policy optimisation (planner + workers in one model).
 
-Paper: Mo, Li, Chen, Bing, "Multi-Agent Tool-Integrated Policy Optimization", arXiv:2510.04678
-(`../shared/papers/matpo.txt`): the J_MATPO objective and its implementation section.
+Paper: Mo, Li, Chen, Bing, "Multi-Agent Tool-Integrated Policy Optimization", arXiv:2510.04678:
+the J_MATPO objective and its implementation section.
 
 - Sampling plan: `parallel(G)`: G full multi-agent rollouts per query, each a planner rollout
   with all the worker rollouts it called.

@@ -1,7 +1,7 @@
 """MHGPO: multi-agent heterogeneous group policy optimisation (parameter-shared MAS, no critic).
 
 Paper: G. Chen et al., "Heterogeneous Group-Based Reinforcement Learning for LLM-based Multi-Agent
-Systems" (`../shared/papers/mhgpo.txt`): Eq. 4-6, Alg. 1-5.
+Systems": Eq. 4-6, Alg. 1-5.
 
 - Sampling plan: `fork_on(G, A_i)` (Alg. 2): one reply per agent until A_i's first turn, G replies
   there (one request), one reply per agent on each of the G lines afterwards. `--sampling`:

@@ -1,6 +1,6 @@
 """SHARP: Shapley-style marginal credit for planner-worker tool-integrated planning.
 
-Paper: "SHARP" (`../shared/papers/sharp-shapley-credit.txt`): Eq. 7-15, Alg. 1, appendix C
+Paper: "SHARP": Eq. 7-15, Alg. 1, appendix C
 (α = β = 0.9, γ = 0.1, ε = 0.2, δ = 1e-6) and D (credit sparsification p).
 
 - Sampling plan: `parallel(G)` rollouts of the planner and the workers it calls, plus one

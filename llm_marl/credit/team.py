@@ -1,6 +1,6 @@
 """`--credit shapley`: Shapley credit for any algorithm's rollouts, by replaying coalitions.
 
-Paper: Shapley-PRM (`../shared/papers/shapley-prm-training-signals.txt`), Sec. 4 and A.3.
+Paper: Shapley-PRM ("Shapley-based process rewards as training signals"), Sec. 4 and A.3.
 
     plan = shapley_plan(algorithm.sampling_plan(algo_config), credit_config)   # adds the replays
     out = rollout(tasks, plan, engine, sigma)

@@ -19,7 +19,7 @@ class SamplingParams:
 
     The update recomputes log-probs of the sampled tokens under the same `temperature`, and
     `top_p`/`top_k` stay at their no-op values by default: the policy-gradient update assumes the
-    tokens came from softmax(logits / temperature), nothing else (pitfalls.md #6).
+    tokens came from softmax(logits / temperature), nothing else.
     """
 
     temperature: float = 1.0

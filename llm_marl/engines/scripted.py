@@ -1,6 +1,6 @@
 """`scripted` engine: replies come from a Python function, for unit tests of rollouts and algorithms.
 
-Credit, group keys and advantages are checked by hand against known replies (DESIGN.md "Tests"),
+Credit, group keys and advantages are checked by hand against known replies,
 so the engine must be exact and cheap: `reply_fn(request, sample_index) -> str` decides every
 reply (or returns a whole `Completion`, e.g. one cut off with `finish_reason="length"`). Token ids come from `tokenizer` when one is given (its chat template, if any, for the
 prompt), else from character codes; every log-prob is 0.0 (the replies are certain).

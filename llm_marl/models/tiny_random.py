@@ -5,8 +5,7 @@ Built offline in a few seconds and cached (`llm_marl.models.cache`):
 - tokenizer: byte-level BPE (vocab `VOCAB_SIZE`) trained on a seeded corpus of English, grids,
   puzzles, code and tool-call text, with Qwen2's own pipeline (NFC, regex `Split`, `ByteLevel`
   without regex). transformers 5 re-installs that pipeline when `AutoTokenizer` loads a `qwen2`
-  folder, so a tokenizer trained with anything else would encode differently after reload
-  (pitfalls.md, "Packages"). ChatML template, `<|im_end|>` = EOS, `<|endoftext|>` = pad.
+  folder, so a tokenizer trained with anything else would encode differently after reload. ChatML template, `<|im_end|>` = EOS, `<|endoftext|>` = pad.
 - model: `Qwen2ForCausalLM`, 2 layers, hidden 128, head_dim 64 (vLLM's CPU attention rejects
   head_dim 16), tied embeddings, weights drawn from a fixed seed.
 """

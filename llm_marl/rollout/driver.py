@@ -296,7 +296,7 @@ def rollout(tasks: list[Task], plan: SamplingPlan, engine: Engine, sigma: Sigma 
             agent = branch.env.agent_selection
             obs = branch.env.observe(agent)
             if not isinstance(obs, Mapping) or "messages" not in obs:
-                raise ValueError(f"{type(branch.env).__name__}.observe must return {{'messages': [...], 'turn': int}} (DESIGN.md contract)")
+                raise ValueError(f"{type(branch.env).__name__}.observe must return {{'messages': [...], 'turn': int}}")
             decision = plan.decide(branch, agent, obs)
             pending.append((branch, agent, obs, None if decision.reference else adapter_of(agent), decision))
         if not pending:

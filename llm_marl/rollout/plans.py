@@ -130,7 +130,7 @@ class Tree(SamplingPlan):
     stepped on its own fork of the current state and scored from that fork's infos right after its
     step; the argmax candidate's fork becomes the continuing state (first index on ties). The
     branch's own environment is never stepped, and selection happens per agent turn, so the next
-    agent's K candidates all see the selected state (pitfalls #2).
+    agent's K candidates all see the selected state.
     """
 
     name = "tree"

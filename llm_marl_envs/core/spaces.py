@@ -116,7 +116,7 @@ def observation_space(max_turns: int) -> spaces.Dict:
     """The observation of every role: the chat it sees and the turn index.
 
     The key is deliberately not ``"observation"``: PettingZoo's api_test inspects that key as a
-    NumPy array and crashes on text (see notes/pitfalls.md).
+    NumPy array and crashes on text.
     """
     return spaces.Dict({"messages": MessagesSpace(), "turn": spaces.Discrete(max_turns + 1)})
 

@@ -9,8 +9,8 @@
 | Action | the role's raw reply (`str`) |
 | Parallel | no (the planner reads each worker's summary) |
 
-Papers: MATPO (Mo et al., arXiv:2510.04678; `../shared/papers/matpo.txt`: prompts, `<use_mcp_tool>`
-format, worker summary, reward) and SHARP (`sharp-shapley-credit.txt`: the same planner-worker
+Papers: MATPO (Mo et al., arXiv:2510.04678: prompts, `<use_mcp_tool>`
+format, worker summary, reward) and SHARP (the same planner-worker
 setting; per-worker credit by masking one worker, Eq. 11, which the records in `infos` support).
 
 Arguments: `mode` ("mas" | "single"), `max_calls` (W, subtasks the planner may delegate; default 5;

@@ -10,7 +10,7 @@
 | Parallel | no (each role reads the previous one's output) |
 
 Papers: MHGPO (G. Chen et al., "Heterogeneous Group-Based Reinforcement Learning for LLM-based
-Multi-Agent Systems"; `../shared/papers/mhgpo.txt`: the three-agent system, its prompts (appendix
+Multi-Agent Systems": the three-agent system, its prompts (appendix
 "Agent Prompts"), Eq. 4 reward back-propagation) and MMOA-RAG (Y. Chen et al. 2025,
 arXiv:2501.15228: the output rules, the passage split and the penalties, which MHGPO follows).
 

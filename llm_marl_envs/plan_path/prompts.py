@@ -1,5 +1,5 @@
 """Plan-Path prompts: AT-GRPO appendix A.3 (Phase 1 generation, Phase 2 refinement), adapted so the
-task always shows the *current* position (the reference kept showing the start: pitfalls #4)."""
+task always shows the *current* position (the reference kept showing the start)."""
 
 from __future__ import annotations
 

@@ -24,7 +24,7 @@ a hole in one is not a way out:
    contains every program: there it also refuses C extensions outside the standard library,
    SQLite, code objects not made by the compiler, and `..` inside the run directory.
 `Sandbox.isolation()` says which layers this machine provides. Success is judged by exit status,
-not by stderr (pitfalls #7). Programs see only the standard library and the installed packages
+not by stderr (warnings on stderr are not failures). Programs see only the standard library and the installed packages
 (numpy imports; ctypes does not), an environment with no secrets, and their own stdin.
 
 Nothing of the sandbox's own machinery is reachable from a program: a worker is a supervisor

@@ -5,7 +5,7 @@ Transports:
 - `"subprocess"` (default for real runs): the MCP server (`search.server`) runs as a child
   process and is reached over stdio by `mcp.Client`; one session stays open for the runtime's
   life and serves every call, concurrent ones included (the reference code started a server per
-  call and ran calls one after another; see notes/pitfalls.md).
+  call and ran calls one after another).
 - `"inprocess"`: the same MCP server object in this process (`mcp.Client(server)`), for tests.
 - `"direct"`: the backend is called without MCP (same tool code, same results, no IPC).
 

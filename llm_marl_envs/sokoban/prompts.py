@@ -1,5 +1,5 @@
 """Sokoban prompts: AT-GRPO appendix A.3 (the Plan-Path tool + planner workflow, which Sokoban
-shares), adapted to Sokoban and to show the *current* board every turn (pitfalls #4)."""
+shares), adapted to Sokoban and to show the *current* board every turn."""
 
 from __future__ import annotations
 

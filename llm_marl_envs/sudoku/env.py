@@ -73,7 +73,7 @@ Masks (A.1.3): the planner's is 1 when its answer parses (legality and progress 
 available), else 0. So an unparsable reply earns 0, while any parsed reply earns at least
 (1-λ)·c_fmt. Interpretations: the paper's team reward 1{k = T, Solved(h_k)} is paid at
 termination, which here is the turn that solves the puzzle; Solved also checks the clues, which
-the reference implementation did not (pitfalls #3). `legal` is the paper's "no duplicates in G_k"
+the reference implementation did not. `legal` is the paper's "no duplicates in G_k"
 and also requires the clues kept: a rejected answer leaves G_k = G_{k-1}, which must not count as
 legal. An empty step list is a format error (doing nothing would otherwise earn fmt and legal).
 The tool's proposal is simulated on the

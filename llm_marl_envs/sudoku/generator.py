@@ -8,7 +8,7 @@ only if the puzzle still has exactly one solution. Since the complete grid is a 
 `count_solutions` and with independent solvers). Removal stops at `min_clues` clues or after
 `max_removals` removals; with neither, the puzzle is minimal (no clue can be removed). A puzzle
 left with more than `max_clues` clues is redrawn. Every random choice comes from the caller's
-`numpy.random.Generator` (pitfalls #3: the reference's 4x4 generator made puzzles with no
+`numpy.random.Generator` (the reference's 4x4 generator made puzzles with no
 solution; here uniqueness is a postcondition of `generate`).
 """
 

@@ -1,7 +1,7 @@
 """Parse a Sudoku answer: a full grid (JSON array of arrays) or a list of fill steps [[r, c, v], ...].
 
 Model output is untrusted: only `json`, `ast.literal_eval` and a bracket scanner are used, never
-`eval` (pitfalls #5), and every failure is returned as an error string, never raised. Tolerated
+`eval`, and every failure is returned as an error string, never raised. Tolerated
 around the answer: any surrounding text, markdown fences, Python tuples `(r, c, v)`, single quotes,
 trailing commas, `null` for a blank in a grid, and a grid written as strings of digits
 (`["12.4", ...]`, `.` or `0` for a blank). The first top-level `[...]` that holds a grid or a

@@ -1,6 +1,6 @@
 """Sudoku prompts: AT-GRPO appendix A.2.2 "Sudoku MAS Workflow" (Tool Agent = Sudoku coder, Plan
 Agent = planner & verifier), with the refinement turns of A.3.1, adapted to show the *current*
-grid every turn (pitfalls #4) and to say that the given clues are fixed (pitfalls #3). The paper's
+grid every turn and to say that the given clues are fixed. The paper's
 9x9 examples are replaced by examples of the puzzle's own size."""
 
 from __future__ import annotations

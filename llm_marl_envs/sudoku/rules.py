@@ -187,7 +187,7 @@ def keeps_clues(grid: Grid, clues: Grid) -> bool:
 
 
 def is_solved(grid: Grid, clues: Grid, shape: Shape) -> bool:
-    """Solved(·) of A.1.3, with the clue check the reference forgot (pitfalls #3): complete, no
+    """Solved(·) of A.1.3, with the clue check the reference forgot: complete, no
     duplicate in any row/column/box, and every given clue kept."""
     return is_complete(grid) and is_valid(grid, shape) and keeps_clues(grid, clues)
 
