@@ -430,6 +430,9 @@ def train(config: TrainConfig, resume: str | None = None, log: Any = print,
         raise TrainingInterrupted(interrupted_message(run, step + 1, resume)) from None
     except BaseException as exc:
         if not resume and not run.metrics():
+            if tracker is not None:  # its writer thread would otherwise recreate the folder when it flushes
+                tracker.close()
+                tracker = None
             shutil.rmtree(run.path, ignore_errors=True)  # a start that failed leaves nothing behind
         if isinstance(exc, ClusterError):
             raise ClusterError(f"{exc}; {interrupted_message(run, step + 1, resume).replace('interrupted during', 'failed in')}") from None
