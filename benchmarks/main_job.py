@@ -98,7 +98,7 @@ def main(argv: list[str] | None = None) -> None:
             "model after AT-GRPO.\n\n" + report(rows))
     print(body)
     if args.write:
-        write_section(args.write, "main_job", "Main job: held-out success before and after RL, 3 seeds",
+        write_section(args.write, "main_job", f"Main job: held-out success before and after RL, {len(args.seeds)} seed(s)",
                       f"python benchmarks/main_job.py --seeds {' '.join(map(str, args.seeds))} --write benchmarks.md", body)
 
 
