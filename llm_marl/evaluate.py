@@ -24,14 +24,14 @@ GENERATED_N = 50
 
 
 def episode_tasks(env: str, n: int | None, split: str, seed: int = 0,
-                  env_kwargs: Mapping[str, Any] | None = None) -> list[Task]:
+                  env_kwargs: Mapping[str, Any] | None = None, asked: str = "--n") -> list[Task]:
     """The episodes `evaluate` plays (one Task each); a ValueError of one line when they cannot be had.
 
     Generated environments: instance seeds seed..seed+n-1 of `split` (n = 50 when None). Environments
     backed by a dataset (`dataset_instances()` is not None) play distinct rows: `split="all"` every
     row once in the dataset's order (the first `n` with `n`), a named split `n` of its rows chosen
     by `seed` (all of them when `n` is None). Asking for more rows than there are is an error, never
-    a silent repeat.
+    a silent repeat; `asked` is the flag that set `n`, for the message.
     """
     from llm_marl_envs.core.instances import split_of
     from llm_marl_envs.registry import get, make_raw
@@ -52,14 +52,14 @@ def episode_tasks(env: str, n: int | None, split: str, seed: int = 0,
         return make_tasks(name, range(seed, seed + n), split=split, env_kwargs=env_kwargs)
     chosen = list(rows) if split == ALL else proto.dataset_instances(split)
     wanted = len(chosen) if n is None else n
-    other = "" if split == ALL else ", --split all (every row once)"
+    other = "" if split == ALL or asked != "--n" else ", --split all (every row once)"
     if not chosen:
-        raise ValueError(f"{name}'s dataset has {len(rows)} rows, none of them in the {split!r} split: use --split all "
-                         "(every row once), another split, or a larger dataset")
+        raise ValueError(f"{name}'s dataset has {len(rows)} rows, none of them in the {split!r} split: use "
+                         + ("--split all (every row once), another split, or " if asked == "--n" else "") + "a larger dataset")
     if wanted > len(chosen):
         where = "" if split == ALL else f", {len(chosen)} of them in the {split!r} split"
-        raise ValueError(f"{name}'s dataset has {len(rows)} rows{where}, and --n asks for {wanted} episodes: pass "
-                         f"--n {len(chosen)} or less{other}, or use a larger dataset")
+        raise ValueError(f"{name}'s dataset has {len(rows)} rows{where}, and {asked} asks for {wanted} episodes: pass "
+                         f"{asked} {len(chosen)} or less{other}, or use a larger dataset")
     if split != ALL:
         order = np.random.default_rng(seed).permutation(len(chosen))[:wanted]
         chosen = [chosen[int(i)] for i in order]

@@ -147,6 +147,11 @@ def cmd_train(args: argparse.Namespace) -> int:
 
         probe = make_raw(config.run.env, **config.env_kwargs())
         algorithm.check_env(probe, config.algo)
+        if config.run.eval_episodes:
+            from llm_marl.evaluate import episode_tasks
+
+            # The held-out episodes: a dataset too small for them says so now, not after the model loads.
+            episode_tasks(config.run.env, config.run.eval_episodes, "test", 0, config.env_kwargs(), asked="--eval-episodes")
         from llm_marl.models import resolve_model
         from llm_marl.policies import parse_policy
 

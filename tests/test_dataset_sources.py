@@ -26,6 +26,7 @@ from llm_marl_envs.code.problems import load_problems  # noqa: E402
 from llm_marl_envs.core import rows as rows_module  # noqa: E402
 from llm_marl_envs.core.rows import DatasetNotFound, read_rows  # noqa: E402
 from llm_marl_envs.math.datasets import load_dataset as load_math  # noqa: E402
+from llm_marl_envs.search import load_corpus  # noqa: E402
 from llm_marl_envs.search.loaders import load_dataset as load_search  # noqa: E402
 
 from tests.test_cli import README  # noqa: E402
@@ -195,7 +196,7 @@ def test_musique_reads_every_source_alike(tmp_path):
         assert _search_summary(load_search(source, answerable_only=False)) == expected, kind
 
 
-def test_hotpotqa_in_the_hubs_columns(tmp_path):
+def test_hotpotqa_in_the_hubs_columns(tmp_path, monkeypatch):
     """The Hub's HotpotQA (`id`, `context` and `supporting_facts` as dicts of lists) loads like the JSON file."""
     expected = _search_summary(load_search(FIXTURES / "search" / "hotpotqa_sample.json"))
     hub = [{"id": r["_id"], "question": r["question"], "answer": r["answer"], "type": r.get("type", ""), "level": r.get("level", ""),
@@ -205,7 +206,11 @@ def test_hotpotqa_in_the_hubs_columns(tmp_path):
     for kind, source in export(hub, tmp_path, "hq").items():
         corpus = load_search(source)
         assert _search_summary(corpus) == expected, kind
-    assert load_search(str(tmp_path / "hq_dd") + "@test").spec["path"].endswith("hq_dd@test")
+    monkeypatch.chdir(tmp_path)
+    corpus = load_search("hq_dd@test")
+    assert corpus.spec["path"] == f"{tmp_path / 'hq_dd'}@test"  # absolute: the search backend rebuilds it from anywhere
+    monkeypatch.chdir(ROOT)
+    assert load_corpus(corpus.spec).corpus_hash == corpus.corpus_hash
 
 
 def test_a_search_env_plays_a_parquet_dataset(tmp_path):
@@ -312,3 +317,20 @@ def test_readme_export_snippet_matches_the_reader(tmp_path, monkeypatch):
     monkeypatch.setattr(datasets, "load_dataset", lambda *a, **k: datasets.Dataset.from_list(SEVEN))
     exec(compile(block, "README.md", "exec"), {})
     assert len(load_math("gsm8k_test.parquet")) == len(load_math("gsm8k_test")) == 7
+
+
+def test_json_sources_import_neither_datasets_nor_pyarrow():
+    """The environments work without the datasets extra: only tables, folders and Hub ids import it."""
+    code = ("import sys\nfrom llm_marl_envs.registry import make_raw\n"
+            f"env = make_raw('math', dataset={str(FIXTURES / 'math_gsm8k.jsonl')!r})\n"
+            "print(len(env.dataset_instances()), 'datasets' in sys.modules, 'pyarrow' in sys.modules)\n")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert out.stdout.split() == ["3", "False", "False"], out.stderr
+
+
+def test_train_checks_its_held_out_episodes_before_starting(capsys, seven, tmp_path):
+    _one_line_error(capsys, ["train", "--env", "math", "--env-arg", f"dataset={seven}", "--eval-episodes", "50",
+                             "--out-dir", str(tmp_path / "runs")], "math's dataset has 7 rows",
+                    "--eval-episodes asks for 50 episodes: pass --eval-episodes")
+    assert not (tmp_path / "runs").exists()

@@ -57,6 +57,19 @@ def read_rows(source: str | os.PathLike[str]) -> Iterator[tuple[str, Any]]:
     return _rows_of(_load_hub(name, config or None, split), f"{text}")
 
 
+def canonical(source: str | os.PathLike[str]) -> str:
+    """`source` with a local path made absolute (its `@SPLIT` kept), so that it names the same data from
+    any working directory; a Hub id as it is."""
+    text = os.fspath(source)
+    path = Path(text).expanduser()
+    if path.exists():
+        return str(path.resolve())
+    base, split = _split_suffix(text)
+    if split is not None and Path(base).expanduser().exists():
+        return f"{Path(base).expanduser().resolve()}@{split}"
+    return text
+
+
 def _split_suffix(text: str) -> tuple[str, str | None]:
     base, sep, split = text.rpartition("@")
     if sep and base and _SPLIT_NAME.match(split):
@@ -219,4 +232,4 @@ def _first_line(exc: BaseException) -> str:
     return lines[0] if lines else ""
 
 
-__all__ = ["FILE_SUFFIXES", "DatasetNotFound", "read_rows"]
+__all__ = ["FILE_SUFFIXES", "DatasetNotFound", "canonical", "read_rows"]

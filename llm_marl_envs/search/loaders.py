@@ -22,13 +22,12 @@ question keeps its supporting titles in hop order.
 from __future__ import annotations
 
 import itertools
-import os
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from ..core.rows import read_rows
+from ..core.rows import canonical, read_rows
 from .corpus import Corpus, Document, Hop, Question, doc_url
 
 FORMATS = ("musique", "hotpotqa")
@@ -131,10 +130,7 @@ def load_dataset(path: str | Path, format: str | None = None, limit: int | None 
     """
     if format is not None and format not in FORMATS:
         raise ValueError(f"unknown dataset format {format!r}; use one of {', '.join(FORMATS)}")
-    source = os.fspath(path)
-    local = Path(source).expanduser()
-    if local.exists():
-        source = str(local.resolve())  # the corpus spec rebuilds it from any working directory
+    source = canonical(path)  # the corpus spec rebuilds it from any working directory
     records = _records(source)
     first = next(records, None)
     if first is None:
