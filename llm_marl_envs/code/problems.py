@@ -6,10 +6,10 @@ either a seeded input generator (the shipped bank: each instance draws its own i
 expected outputs come from running the reference) or a fixed list of tests (datasets).
 
 Loaders read a JSON (a list, or an object holding one), JSONL or parquet file, a `save_to_disk`
-folder, or a Hugging Face Hub id such as `codeparrot/apps@test` (read by `llm_marl_envs.core.rows`;
-the Hub is used only when no such file or folder exists here), in the public formats. A parquet
-file or `datasets` export has the same columns; a column the table calls a JSON string may also
-hold the decoded value (a parquet struct or list):
+folder, or a Hugging Face Hub id such as `deepmind/code_contests@test` (read by
+`llm_marl_envs.core.rows`; the Hub is used only when no such file or folder exists here), in the
+public formats. A parquet file or `datasets` export has the same columns; a column the table calls
+a JSON string may also hold the decoded value (a parquet struct or list):
 
 | format | statement | tests | reference |
 |---|---|---|---|

@@ -11,12 +11,13 @@ accepts the same sources:
 | `FOLDER` written by `Dataset.save_to_disk` or `DatasetDict.save_to_disk` | `datasets.load_from_disk`; `FOLDER@test` picks a split of a DatasetDict |
 | `NAME` or `OWNER/NAME`, optionally `:CONFIG` and `@SPLIT` (`openai/gsm8k:main@test`) | `datasets.load_dataset`, only when no such file or folder exists here |
 
-A folder or Hub dataset with several splits needs `@SPLIT` (the error lists them). Tables
-(parquet, `datasets`) have every column in every row: their null cells are dropped, so a row reads
-like the JSON line it came from. Rows come back in the order of the source, each labelled for
-error messages (`file.jsonl:3`, `data.parquet: row 2`). `datasets` and `pyarrow` are imported
-only for parquet files, folders and Hub ids (`pip install -e '.[datasets]'`), so the environments
-import without them.
+A folder or Hub dataset with several splits needs `@SPLIT` (the error lists them). A Hub dataset
+that still needs a loading script does not load with `datasets` 4 or later: download one of its
+data files (JSONL, JSON or parquet) and pass that. Tables (parquet, `datasets`) have every column
+in every row: their null cells are dropped, so a row reads like the JSON line it came from. Rows
+come back in the order of the source, each labelled for error messages (`file.jsonl:3`,
+`data.parquet: row 2`). `datasets` and `pyarrow` are imported only for parquet files, folders and
+Hub ids (`pip install -e '.[datasets]'`), so the environments import without them.
 """
 
 from __future__ import annotations
