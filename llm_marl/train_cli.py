@@ -84,8 +84,10 @@ def add_commands(sub: Any, argv: Sequence[str]) -> None:
     p = sub.add_parser("eval", help="success rate and mean rewards of a model (with adapters) on a split; JSON out")
     p.add_argument("--env", required=True, help="environment (see `llm-marl envs`)")
     p.add_argument("--env-arg", action="append", default=[], metavar="KEY=VALUE", help="environment option (repeatable); unset: the quick configuration `train` uses")
-    p.add_argument("--split", default="test", choices=["train", "val", "test"])
-    p.add_argument("--n", type=int, default=20, help="episodes (instance seeds seed..seed+n-1)")
+    p.add_argument("--split", default="test", choices=["train", "val", "test", "all"],
+                   help="all: every row of the dataset once (environments given a dataset file, folder or Hub id)")
+    p.add_argument("--n", type=int, default=None, help="episodes (default 20; with a dataset, distinct rows, default all of "
+                   "the split): generated instances take seeds seed..seed+n-1")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--model", default=None, help="model name or folder (see train --model); default: the base model of "
                    f"--adapters, else {ModelConfig.model}; with --engine api: the model name the server serves (required)")
@@ -145,6 +147,11 @@ def cmd_train(args: argparse.Namespace) -> int:
 
         probe = make_raw(config.run.env, **config.env_kwargs())
         algorithm.check_env(probe, config.algo)
+        if config.run.eval_episodes:
+            from llm_marl.evaluate import episode_tasks
+
+            # The held-out episodes: a dataset too small for them says so now, not after the model loads.
+            episode_tasks(config.run.env, config.run.eval_episodes, "test", 0, config.env_kwargs(), asked="--eval-episodes")
         from llm_marl.models import resolve_model
         from llm_marl.policies import parse_policy
 
@@ -223,9 +230,15 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
     # The configuration `train` uses when no --env-arg is given, so a run's adapters are scored on
     # the tasks they were trained on.
+    from llm_marl.evaluate import episode_tasks
+    from llm_marl_envs.registry import make_raw
+
     try:
         env_kwargs = quick_env_args(get_env(args.env).name, parse_env_args(args.env_arg))
-    except ValueError as exc:
+        if args.n is None and make_raw(args.env, **env_kwargs).dataset_instances() is None:
+            args.n = 20  # generated instances; a dataset's default is every row of the split
+        episode_tasks(args.env, args.n, args.split, args.seed, env_kwargs)  # a too-small dataset says so before any model loads
+    except (ValueError, TypeError) as exc:
         raise UserError(str(exc)) from None
     sampling = SamplingParams(temperature=args.temperature, max_new_tokens=args.max_new_tokens)
     engine, sigma = _eval_engine(args, env_kwargs, UserError)

@@ -131,7 +131,7 @@ def test_loader_errors(tmp_path):
         load_dataset(bad)
     broken = tmp_path / "broken.jsonl"
     broken.write_text('not json\n')
-    with pytest.raises(ValueError, match="not a JSON line"):
+    with pytest.raises(ValueError, match="broken.jsonl:1: not a JSON object"):
         load_dataset(broken)
     partial = tmp_path / "partial.jsonl"
     partial.write_text('{"paragraphs": []}\n')

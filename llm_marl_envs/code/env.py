@@ -10,8 +10,9 @@
 | Parallel | no (AEC only; both roles of a turn see the same history, as in the paper's side-by-side turns) |
 
 Arguments: `mode` ("mas" | "coder"), `max_turns` (T; default 4 for "mas", 1 for "coder"),
-`problems` (None = the shipped bank of original problems; a path to an APPS, CodeContests or
-LiveCodeBench JSON/JSONL file; or a list of `Problem`), `dataset_format` ("auto" | "apps" |
+`problems` (None = the shipped bank of original problems; an APPS, CodeContests or LiveCodeBench
+JSON/JSONL/parquet file, `save_to_disk` folder or Hub id, see `llm_marl_envs.code.problems`; or a
+list of `Problem`), `dataset_format` ("auto" | "apps" |
 "codecontests" | "livecodebench"), `dataset_split` (the split a file's problems belong to, or
 "hash"), `hidden_tests` (hidden tests per generated instance, default 10: the problem's edge inputs
 plus seeded generator draws), `time_limit_s` (CPU seconds per test run, default 1.0), `render_mode`, `sandbox`
@@ -287,6 +288,8 @@ class raw_env(TextAECEnv):
                 raise ValueError("problems must be None (the shipped bank), a dataset path, or a non-empty list of Problem")
         check_unique(pool)
         self.problems: list[Problem] = pool
+        self.from_bank = problems is None
+        """The shipped bank draws new hidden tests per instance, so it is not a fixed dataset."""
         self.split_counts = {s: sum(p.split == s for p in pool) for s in SPLITS}
         super().__init__(MODES[mode], max_turns=max_turns, render_mode=render_mode)
 
@@ -307,6 +310,12 @@ class raw_env(TextAECEnv):
                 raise ValueError(f"this problem set has no {split!r} problems ({self.split_counts}); reset with another "
                                  "split, or load the dataset with dataset_split=... ('hash' spreads it over all splits)")
         super().reset(seed=seed, options=options)
+
+    def dataset_instances(self, split: str | None = None) -> list[CodeInstance] | None:
+        """One instance per loaded problem (of one split, or all, in file order); None for the shipped bank."""
+        if self.from_bank:
+            return None
+        return [instance_for(p) for p in self.problems if split is None or p.split == split]
 
     def _make_instance(self, rng: np.random.Generator) -> CodeInstance:
         problem = self.problems[int(rng.integers(len(self.problems)))]

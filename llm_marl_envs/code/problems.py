@@ -5,7 +5,11 @@ the coder's smoke run), a reference solution (source text), and the source of it
 either a seeded input generator (the shipped bank: each instance draws its own inputs and their
 expected outputs come from running the reference) or a fixed list of tests (datasets).
 
-Loaders read JSON (a list, or an object holding one) or JSONL files in the public formats:
+Loaders read a JSON (a list, or an object holding one), JSONL or parquet file, a `save_to_disk`
+folder, or a Hugging Face Hub id such as `deepmind/code_contests@test` (read by
+`llm_marl_envs.core.rows`; the Hub is used only when no such file or folder exists here), in the
+public formats. A parquet file or `datasets` export has the same columns; a column the table calls
+a JSON string may also hold the decoded value (a parquet struct or list):
 
 | format | statement | tests | reference |
 |---|---|---|---|
@@ -33,6 +37,7 @@ from typing import Any, Literal
 import numpy as np
 
 from ..core.instances import SPLITS, split_of
+from ..core.rows import read_rows
 
 Format = Literal["auto", "apps", "codecontests", "livecodebench"]
 FORMATS = ("apps", "codecontests", "livecodebench")
@@ -113,34 +118,13 @@ def with_newline(text: str) -> str:
 # reading files
 
 
-def read_records(path: str | Path) -> list[dict[str, Any]]:
-    """Rows of a JSON (list, or an object with one list value) or JSONL file."""
-    path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"dataset file {str(path)!r} does not exist")
-    text = path.read_text(encoding="utf-8")
-    stripped = text.lstrip()
-    if stripped.startswith("["):
-        rows = json.loads(text)
-    elif stripped.startswith("{") and path.suffix == ".json":
-        data = json.loads(text)
-        lists = [v for v in data.values() if isinstance(v, list)] if isinstance(data, dict) else []
-        if "question" in data or "description" in data or "question_content" in data:
-            rows = [data]
-        elif len(lists) == 1:
-            rows = lists[0]
-        else:
-            raise DatasetFormatError(f"{path}: a JSON object must hold exactly one list of problems")
-    else:
-        rows = []
-        for n, line in enumerate(text.splitlines(), 1):
-            if line.strip():
-                try:
-                    rows.append(json.loads(line))
-                except json.JSONDecodeError as exc:
-                    raise DatasetFormatError(f"{path}:{n}: not a JSON line ({exc.msg})") from None
-    if not all(isinstance(r, dict) for r in rows):
-        raise DatasetFormatError(f"{path}: every problem must be a JSON object")
+def read_records(source: str | Path) -> list[dict[str, Any]]:
+    """Rows of a JSON/JSONL/parquet file, a save_to_disk folder or a Hub id (`llm_marl_envs.core.rows`)."""
+    rows = []
+    for where, row in read_rows(source):
+        if not isinstance(row, dict):
+            raise DatasetFormatError(f"{where}: every problem must be a JSON object, got {type(row).__name__}")
+        rows.append(row)
     return rows
 
 
@@ -346,7 +330,8 @@ class LoadReport:
 
 def load_problems(path: str | Path, format: Format = "auto", split: str = "test", max_tests: int = 20,
                   report: LoadReport | None = None) -> list[Problem]:
-    """Stdin/stdout problems of an APPS, CodeContests or LiveCodeBench file.
+    """Stdin/stdout problems of an APPS, CodeContests or LiveCodeBench dataset (a file, a save_to_disk
+    folder or a Hub id, see `read_records`).
 
     `split`: the split every problem of the file belongs to ("train" | "val" | "test"), or "hash"
     to spread them by the hash of their id (60/20/20). Call-based problems and problems without

@@ -111,6 +111,12 @@ class TextAECEnv(AECEnv):
     def _render_state(self) -> str:
         raise NotImplementedError
 
+    def dataset_instances(self, split: str | None = None) -> list[Any] | None:
+        """The fixed instances of an environment backed by a dataset (of one split, or all, in the
+        dataset's order), each ready for `reset(options={"instance": ...})`; None when the instances
+        are generated (there is no whole dataset to go through)."""
+        return None
+
     def _shared_runtimes(self) -> list[Any]:
         """Tool runtimes (sandbox, search client) that forks share instead of copying."""
         return []

@@ -16,8 +16,8 @@ setting; per-worker credit by masking one worker, Eq. 11, which the records in `
 Arguments: `mode` ("mas" | "single"), `max_calls` (W, subtasks the planner may delegate; default 5;
 the planner has W + 1 turns), `max_worker_turns` (M, tool calls per worker; default 5),
 `max_single_turns` (turns of the single agent; default 12), `hops` (2 | 3 | 4 | None = a uniform
-mix), `corpus_seed` (the mini-wiki, default 0), `dataset` (path of a MuSiQue/HotpotQA file used
-instead of the mini-wiki), `backend` ("bm25" offline default | "live": web search through ddgs,
+mix), `corpus_seed` (the mini-wiki, default 0), `dataset` (a MuSiQue/HotpotQA file, `save_to_disk`
+folder or Hub id used instead of the mini-wiki, see `search.loaders`), `backend` ("bm25" offline default | "live": web search through ddgs,
 pages read by a client that refuses non-public addresses, `search.webpage`), `transport` (how
 tool calls reach the backend, below), `runtime` (a `SearchRuntime` to share instead), `judge`
 (None, or a `JudgeConfig`/dict for an OpenAI-compatible LLM judge), `render_mode`, `sandbox`

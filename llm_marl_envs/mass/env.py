@@ -15,7 +15,7 @@ Multi-Agent Systems": the three-agent system, its prompts (appendix
 arXiv:2501.15228: the output rules, the passage split and the penalties, which MHGPO follows).
 
 Arguments: `mode` ("mas" | "single"), `hops` (2 | 3 | 4 | None = a uniform mix), `corpus_seed`
-(the mini-wiki, default 0), `dataset` (a MuSiQue/HotpotQA file instead), `backend` ("bm25" |
+(the mini-wiki, default 0), `dataset` (a MuSiQue/HotpotQA file, folder or Hub id instead, see `search.loaders`), `backend` ("bm25" |
 "live"), `transport` ("direct" default, "subprocess" = the MCP server, for real runs; see
 `deep_search.env`), `runtime` (a `SearchRuntime` to share), `max_single_turns` (default 5),
 `single_passages` (passages per search of the single agent, default 5), `reranker_penalty`

@@ -1,6 +1,9 @@
-"""Loaders for question/answer datasets on disk (JSONL, or a JSON list).
+"""Loaders for question/answer datasets: a JSONL, JSON or parquet file, a `save_to_disk` folder, or a
+Hugging Face Hub id such as `openai/gsm8k:main@test` (read by `llm_marl_envs.core.rows`; the Hub is
+used only when no such file or folder exists here). A parquet file or a `datasets` export has the
+same columns as the JSONL files.
 
-Formats (keys are matched case-insensitively):
+Formats (column names are matched case-insensitively):
 
 | format | fields | reference answer |
 |---|---|---|
@@ -10,6 +13,9 @@ Formats (keys are matched case-insensitively):
 | `polaris` (Polaris-Dataset-53K) | `problem`, `answer`, `difficulty` (pass rate such as "7/8") | `answer` |
 | `jsonl` (generic) | `problem`/`question`, `answer` | `answer` (a `####` or `\\boxed{}` in it is extracted) |
 
+For example `openai/gsm8k:main@test` is in the `gsm8k` format and `HuggingFaceH4/MATH-500@test` in
+the `math` format.
+
 `format="auto"` detects the format per record, in the order of the table. A malformed line, a
 missing field or an empty answer raises ValueError naming the file, the line and the fix: records
 are never skipped silently.
@@ -17,12 +23,11 @@ are never skipped silently.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
+from ..core.rows import read_rows
 from .problems import MathInstance
 from .verify import extract_boxed, extract_gsm8k_answer
 
@@ -113,36 +118,18 @@ def record_to_instance(record: Mapping[str, Any], format: str = "auto", where: s
                         topic=topic, uid=uid, metadata=metadata)
 
 
-def load_dataset(path: str | os.PathLike[str], format: str = "auto", limit: int | None = None) -> list[MathInstance]:
-    """Load a JSONL (or JSON list) file of math problems. See the module docstring for formats."""
+def load_dataset(source: str | os.PathLike[str], format: str = "auto", limit: int | None = None) -> list[MathInstance]:
+    """Load math problems from a JSONL/JSON/parquet file, a save_to_disk folder or a Hub id
+    (`llm_marl_envs.core.rows`). See the module docstring for the formats."""
     if format not in FORMATS:
         raise ValueError(f"unknown dataset format {format!r}; use one of {', '.join(FORMATS)}")
-    file = Path(path)
-    if not file.is_file():
-        raise ValueError(f"dataset file not found: {file}; pass the path of a JSONL file (one JSON object per line)")
-    text = file.read_text(encoding="utf-8")
-    records: list[tuple[str, Any]] = []
-    if text.lstrip().startswith("["):
-        try:
-            items = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{file}: not valid JSON ({exc}); use JSONL (one object per line) or a JSON list") from None
-        records = [(f"{file}: item {i}", item) for i, item in enumerate(items)]
-    else:
-        for number, line in enumerate(text.splitlines(), start=1):
-            if not line.strip():
-                continue
-            try:
-                records.append((f"{file}:{number}", json.loads(line)))
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{file}:{number}: not a JSON object ({exc.msg}); each line must be one JSON object") from None
     instances = []
-    for where, record in records:
+    for where, record in read_rows(source):
         instances.append(record_to_instance(record, format, where))
         if limit is not None and len(instances) >= limit:
             break
     if not instances:
-        raise ValueError(f"{file}: no problems found; the file is empty")
+        raise ValueError(f"{os.fspath(source)}: no problems found; the file is empty")
     return instances
 
 

@@ -15,11 +15,12 @@ Arguments:
 - `max_turns` (T, default 4): turn budget.
 - `difficulty` (1 | 2 | 3 | None = mixed), `topics` (subset of arithmetic, algebra, number_theory,
   combinatorics, probability), `generators` (subset of generator names): which generated problems.
-- `dataset` (path of a JSONL/JSON file, or a list of `MathInstance`): use these problems instead of
-  generated ones; `dataset_format` ("auto" | "gsm8k" | "math" | "aime" | "polaris" | "jsonl"), see
+- `dataset` (a JSONL/JSON/parquet file, a `save_to_disk` folder, a Hub id such as
+  `openai/gsm8k:main@test`, or a list of `MathInstance`): use these problems instead of generated
+  ones; `dataset_format` ("auto" | "gsm8k" | "math" | "aime" | "polaris" | "jsonl"), see
   `llm_marl_envs.math.datasets`. Dataset problems are split by the hash of their question text,
-  like generated ones; to evaluate on a whole benchmark, pass each problem with
-  `reset(options={"instance": problem})` (`raw_env.dataset_instances()` lists them).
+  like generated ones; to evaluate on a whole benchmark (`llm-marl eval --split all`), pass each
+  problem with `reset(options={"instance": problem})` (`raw_env.dataset_instances()` lists them).
 - `render_mode` (None | "ansi" | "human"), `sandbox` (a shared `llm_marl_envs.sandbox.Sandbox`).
 
 `reset(seed, options={"split": "train"|"val"|"test", "instance": MathInstance})`.
@@ -168,7 +169,7 @@ class raw_env(TextAECEnv):
                 raise ValueError("difficulty, topics and generators choose generated problems; drop them when passing dataset=")
             instances = load_dataset(dataset, dataset_format) if isinstance(dataset, (str, os.PathLike)) else list(dataset)
             if not instances or not all(isinstance(i, MathInstance) for i in instances):
-                raise ValueError("dataset must be a JSONL path or a non-empty list of MathInstance")
+                raise ValueError("dataset must be a file, folder or Hub id, or a non-empty list of MathInstance")
             self.bank = ProblemBank(instances)
         super().__init__(MODES[mode], max_turns=max_turns, render_mode=render_mode)
 
@@ -184,10 +185,10 @@ class raw_env(TextAECEnv):
             )
         return items[int(rng.integers(len(items)))]
 
-    def dataset_instances(self, split: str | None = None) -> list[MathInstance]:
-        """The loaded dataset problems (of one split, or all)."""
+    def dataset_instances(self, split: str | None = None) -> list[MathInstance] | None:
+        """The loaded dataset problems (of one split, or all, in file order); None for generated problems."""
         if self.bank is None:
-            return []
+            return None
         return list(self.bank.instances if split is None else self.bank.by_split[split])
 
     def _start(self) -> None:

@@ -1,15 +1,19 @@
-"""Loaders for the published MuSiQue and HotpotQA files into `Corpus` records.
+"""Loaders for MuSiQue and HotpotQA into `Corpus` records.
 
-No dataset hub is reachable from CI and no PyPI package ships these datasets, so the files are
-the user's (download them from the datasets' own pages). Formats:
+A dataset is a JSONL, JSON or parquet file, a `save_to_disk` folder, or a Hugging Face Hub id
+(read by `llm_marl_envs.core.rows`; the Hub is used only when no such file or folder exists here,
+so offline the files are the user's: download them from the datasets' own pages, or export them
+with `datasets` where the Hub is reachable). Columns:
 
-- MuSiQue (`musique_ans_v1.0_{train,dev}.jsonl`): one JSON object per line with `id`,
-  `question`, `answer`, `answer_aliases`, `paragraphs` (`idx`, `title`, `paragraph_text`,
-  `is_supporting`) and `question_decomposition` (`question` with `#k` references, `answer`,
-  `paragraph_support_idx`).
-- HotpotQA (`hotpot_{train_v1.1,dev_distractor_v1}.json`): one JSON list of objects with `_id`,
-  `question`, `answer`, `supporting_facts` ([title, sentence id] pairs) and `context`
-  ([title, [sentences]] pairs).
+| format | id | question, answer | paragraphs | supporting facts |
+|---|---|---|---|---|
+| MuSiQue (`musique_ans_v1.0_{train,dev}.jsonl`) | `id` | `question`, `answer`, `answer_aliases` | `paragraphs`: list of `idx`, `title`, `paragraph_text`, `is_supporting` | `question_decomposition`: list of `question` (with `#k` references), `answer`, `paragraph_support_idx` |
+| HotpotQA (`hotpot_{train_v1.1,dev_distractor_v1}.json`) | `_id` (or `id`) | `question`, `answer` | `context`: [title, [sentences]] pairs, or `{title: [...], sentences: [[...]]}` | `supporting_facts`: [title, sentence id] pairs, or `{title: [...], sent_id: [...]}` |
+
+The second spelling of HotpotQA's columns is the Hub's (`hotpotqa/hotpot_qa`, config
+`distractor`) and what its parquet and `datasets` exports hold; a MuSiQue export keeps the JSONL's
+nested fields as they are. Unanswerable MuSiQue records (`answerable` false) are skipped by
+default.
 
 The corpus is the union of every record's paragraphs (deduplicated by title and text); each
 question keeps its supporting titles in hop order.
@@ -17,12 +21,13 @@ question keeps its supporting titles in hop order.
 
 from __future__ import annotations
 
-import json
+import itertools
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from ..core.rows import canonical, read_rows
 from .corpus import Corpus, Document, Hop, Question, doc_url
 
 FORMATS = ("musique", "hotpotqa")
@@ -50,30 +55,34 @@ class _DocumentSet:
         return doc
 
 
-def _records(path: Path) -> Iterator[dict[str, Any]]:
-    text = path.read_text(encoding="utf-8")
-    stripped = text.lstrip()
-    if stripped.startswith("["):
-        yield from json.loads(text)
-        return
-    for n, line in enumerate(text.splitlines(), 1):
-        if line.strip():
-            try:
-                yield json.loads(line)
-            except json.JSONDecodeError as e:
-                raise ValueError(f"{path}:{n}: not a JSON line ({e.msg}); expected MuSiQue JSONL or a HotpotQA JSON list") from e
+def _records(source: str) -> Iterator[dict[str, Any]]:
+    for where, record in read_rows(source):
+        if not isinstance(record, Mapping):
+            raise ValueError(f"{where}: not a JSON object; expected MuSiQue or HotpotQA records")
+        yield dict(record)
+
+
+def _format_of(record: Mapping[str, Any], source: str) -> str:
+    if "paragraphs" in record:
+        return "musique"
+    if "context" in record and "supporting_facts" in record:
+        return "hotpotqa"
+    raise ValueError(f"{source}: unknown format (keys {sorted(record)[:8]}); expected MuSiQue (paragraphs) or HotpotQA (context)")
 
 
 def detect_format(path: str | Path) -> str:
     """"musique" or "hotpotqa", from the first record's keys."""
-    first = next(iter(_records(Path(path))), None)
+    first = next(_records(str(path)), None)
     if first is None:
         raise ValueError(f"{path}: no records")
-    if "paragraphs" in first:
-        return "musique"
-    if "context" in first and "supporting_facts" in first:
-        return "hotpotqa"
-    raise ValueError(f"{path}: unknown format (keys {sorted(first)[:8]}); expected MuSiQue (paragraphs) or HotpotQA (context)")
+    return _format_of(first, str(path))
+
+
+def _pairs(value: Any, first: str, second: str) -> list[tuple[Any, Any]]:
+    """HotpotQA's [a, b] pairs, from the JSON's list of pairs or the Hub's {first: [...], second: [...]}."""
+    if isinstance(value, Mapping):
+        return list(zip(value[first], value[second]))
+    return [(a, b) for a, b in value]
 
 
 def _resolve(question: str, answers: list[str]) -> str:
@@ -102,36 +111,39 @@ def _musique(records: Iterable[dict[str, Any]], docs: _DocumentSet, answerable_o
 def _hotpotqa(records: Iterable[dict[str, Any]], docs: _DocumentSet) -> list[Question]:
     questions = []
     for rec in records:
-        for title, sents in rec["context"]:
+        for title, sents in _pairs(rec["context"], "title", "sentences"):
             docs.add(title, "".join(sents).strip())
-        supporting = tuple(dict.fromkeys(title for title, _ in rec.get("supporting_facts", [])))
+        supporting = tuple(dict.fromkeys(title for title, _ in _pairs(rec.get("supporting_facts") or [], "title", "sent_id")))
         hops = tuple(Hop("", "", "", title) for title in supporting)
-        questions.append(Question(str(rec["_id"]), rec["question"], rec["answer"], (), hops, supporting, "hotpotqa"))
+        qid = rec["_id"] if "_id" in rec else rec["id"]
+        questions.append(Question(str(qid), rec["question"], rec["answer"], (), hops, supporting, "hotpotqa"))
     return questions
 
 
 def load_dataset(path: str | Path, format: str | None = None, limit: int | None = None,
                  answerable_only: bool = True) -> Corpus:
-    """Load a MuSiQue or HotpotQA file (format detected when None) as a `Corpus`.
+    """Load MuSiQue or HotpotQA (format detected when None) as a `Corpus`, from a file, a
+    save_to_disk folder or a Hub id (see the module docstring).
 
     `limit` keeps the first N questions (and only their paragraphs). MuSiQue's unanswerable
     questions (the `full` variant) are skipped unless `answerable_only=False`.
     """
-    path = Path(path).expanduser()
-    if not path.is_file():
-        raise ValueError(f"dataset file {str(path)!r} not found; download MuSiQue or HotpotQA from the dataset's "
-                         "own page (no hub is reachable from here) or use the built-in mini-wiki corpus")
-    fmt = format or detect_format(path)
-    if fmt not in FORMATS:
-        raise ValueError(f"unknown dataset format {fmt!r}; use one of {', '.join(FORMATS)}")
-    records = _records(path)
+    if format is not None and format not in FORMATS:
+        raise ValueError(f"unknown dataset format {format!r}; use one of {', '.join(FORMATS)}")
+    source = canonical(path)  # the corpus spec rebuilds it from any working directory
+    records = _records(source)
+    first = next(records, None)
+    if first is None:
+        raise ValueError(f"{path}: no records")
+    fmt = format or _format_of(first, str(path))
+    records = itertools.chain([first], records)
     if limit is not None:
-        records = (r for i, r in zip(range(int(limit)), records))
+        records = itertools.islice(records, int(limit))
     docs = _DocumentSet(fmt)
     try:
         questions = _musique(records, docs, answerable_only) if fmt == "musique" else _hotpotqa(records, docs)
     except (KeyError, TypeError, AttributeError) as e:
         raise ValueError(f"{path}: a record is not in the {fmt} format ({type(e).__name__}: {e}); see "
                          "llm_marl_envs.search.loaders for the expected fields") from None
-    spec = {"kind": fmt, "path": str(path.resolve()), "limit": limit, "answerable_only": answerable_only}
+    spec = {"kind": fmt, "path": source, "limit": limit, "answerable_only": answerable_only}
     return Corpus(fmt, tuple(docs.docs), tuple(questions), spec=spec)

@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from ..core.instances import split_of
 from .corpus import Corpus, Question
 from .miniwiki import MAX_HOPS, MIN_HOPS, MiniWiki, MiniWikiConfig, build
 from .runtime import TRANSPORTS, SearchRuntime, shared_runtime
@@ -78,3 +79,9 @@ class SearchSourced:
 
     def _make_instance(self, rng: np.random.Generator) -> Any:
         return self.source.draw(rng)
+
+    def dataset_instances(self, split: str | None = None) -> list[Question] | None:
+        """The dataset's questions (of one split, by content hash, or all, in file order); None for the mini-wiki."""
+        if self.source.wiki is not None:
+            return None
+        return [q for q in self.source.questions if split is None or split_of(q.key()) == split]
