@@ -32,7 +32,7 @@ def learning_curve(run_dir: str | Path, history: list[dict[str, Any]] | None = N
              if (run_dir / f"{key}.json").exists()}
     steps = [m["step"] for m in history]
     roles = sorted({k.rsplit("/", 1)[1] for m in history for k in m if k.startswith("reward/reward/")})
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4), constrained_layout=True)
+    fig, axes = plt.subplots(1, 3, figsize=(15, 5), constrained_layout=True)
     reward_ax, success_ax, signal_ax = axes
     colors = {role: f"C{i}" for i, role in enumerate(roles)}
     for role in roles:
@@ -51,8 +51,9 @@ def learning_curve(run_dir: str | Path, history: list[dict[str, Any]] | None = N
     reward_ax.set(title="mean step reward per role", xlabel="step", ylabel="reward")
     success_ax.set(title="success rate", xlabel="step", ylim=(-0.05, 1.05))
     signal_ax.set(title="groups with reward variance", xlabel="step", ylabel="fraction of groups", ylim=(-0.05, 1.05))
-    reward_ax.legend(fontsize=7)
-    success_ax.legend(fontsize=7)
+    # Below the axes: inside, a legend hides the held-out markers at step 0.
+    for ax in (reward_ax, success_ax):
+        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2, frameon=False)
     fig.suptitle(run_dir.name, fontsize=9)
     out = Path(path) if path is not None else run_dir / FILENAME
     fig.savefig(out, dpi=100)
