@@ -71,8 +71,10 @@ EXERCISED: dict[str, tuple[str, str]] = {
     "make demo": _test("tests/test_cli.py::test_readme_main_job_command_runs"),
     "make install": ("ci", "make test"),  # `install` is the venv stamp, the first prerequisite of `make test`
     "llm-marl train --algo at-grpo --env plan_path": _test("tests/test_readme.py::test_run_directory_holds_what_the_readme_lists"),
-    "llm-marl eval --env plan_path --env-arg height=4 --env-arg width=4 --env-arg max_turns=1 --n 5 --max-new-tokens 96 "
-    "--adapters runs/<run>/adapters": _test("tests/test_readme.py::test_quick_start_eval_command_runs"),
+    "llm-marl sft --config configs/main-sft.yaml": ("ci", "make train "),  # make train's first command
+    "llm-marl train --config configs/main-train.yaml --init-adapters runs/<sft-run>": ("ci", "make train "),
+    "llm-marl eval --env plan_path --n 5 --max-new-tokens 128 --adapters runs/<run>/adapters":
+        _test("tests/test_readme.py::test_quick_start_eval_command_runs"),
     "llm-marl play --env plan_path --agent oracle --seed 0": _test("tests/test_cli.py::test_play_oracle_renders_and_solves"),
     # Training
     "llm-marl train --algo at-grpo --env plan_path --model Qwen/Qwen3-1.7B --engine vllm --policy per-role --steps 150 "
