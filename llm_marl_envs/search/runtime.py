@@ -36,16 +36,19 @@ from .tools import SERVER_FAULT, ToolResult, check_arguments, check_hits, check_
 TRANSPORTS = ("subprocess", "inprocess", "direct")
 _START_RETRY_S = 5.0
 """After a failed server start, calls within this many seconds fail at once with the same reason."""
-# The server loads this package under its own name, without `llm_marl_envs/__init__` (which
-# imports PettingZoo and gymnasium: ~0.7 s of every server start).
+# The server imports this package as `llm_marl_envs.search`, but with empty stand-ins for the
+# `llm_marl_envs` and `llm_marl_envs.core` packages, so their `__init__` files (which import
+# PettingZoo and gymnasium: ~0.7 s of every server start) do not run; a module of `core` that the
+# search package needs (the stdlib-only `core.rows`) still imports by its real name.
 _LAUNCH = (
-    "import importlib.util, sys\n"
-    "spec = importlib.util.spec_from_file_location('llm_marl_search', sys.argv[1] + '/__init__.py', "
-    "submodule_search_locations=[sys.argv[1]])\n"
-    "module = importlib.util.module_from_spec(spec)\n"
-    "sys.modules['llm_marl_search'] = module\n"
-    "spec.loader.exec_module(module)\n"
-    "from llm_marl_search.server import main\n"
+    "import sys, types\n"
+    "from pathlib import Path\n"
+    "root = Path(sys.argv[1]).parent\n"
+    "for name, path in (('llm_marl_envs', root), ('llm_marl_envs.core', root / 'core')):\n"
+    "    stand_in = types.ModuleType(name)\n"
+    "    stand_in.__path__ = [str(path)]\n"
+    "    sys.modules[name] = stand_in\n"
+    "from llm_marl_envs.search.server import main\n"
     "main(sys.argv[2:])\n"
 )
 
