@@ -47,8 +47,11 @@ def test_a_failed_start_leaves_no_run_directory(tmp_path):
 @pytest.mark.slow
 def test_ctrl_c_says_where_the_checkpoint_is_and_how_to_resume(tmp_path):
     exe = str(Path(sys.executable).with_name("llm-marl"))
+    # A shell that starts a job in the background (`make test &`) makes it ignore SIGINT, and Python keeps
+    # an ignored SIGINT ignored; a terminal's Ctrl-C reaches a process that has the default handler.
     proc = subprocess.Popen([exe, "train", *ARGS, "--steps", "50", "--out-dir", str(tmp_path), "--run-name", "r"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     latest = tmp_path / "r" / "checkpoints" / "LATEST"
     deadline = time.time() + 300
     while not latest.exists() and time.time() < deadline and proc.poll() is None:
