@@ -3,7 +3,8 @@
 It shares the policy set's model, so there is no weight sync: the next call samples from the
 latest adapters. The decode loop is written out here rather than calling `model.generate`, because
 `generate` adds logits processors from the model's generation config (top-k 50 by default,
-sometimes a repetition penalty) that the update would not know about -- a silent off-policy bug. Here tokens are drawn from softmax(logits / T) and the returned log-probs are
+sometimes a repetition penalty) that the update would not know about -- a silent off-policy bug.
+Here tokens are drawn from softmax(logits / T) and the returned log-probs are
 log softmax(logits / T) of the sampled tokens: the very quantity `PolicySet.token_logprobs`
 recomputes (greedy: log softmax of the raw logits). With `top_k`/`top_p` switched on, both are
 those of the truncated, renormalised distribution actually sampled from (as vLLM's
