@@ -67,11 +67,14 @@ def mean_std(values: list[float]) -> str:
 def report(rows: list[dict]) -> str:
     roles = list(rows[0]["before"]["mean_reward"])
     metrics = [("success", lambda e: e["success_rate"])] + [(f"{r} reward", lambda e, r=r: e["mean_reward"][r]) for r in roles]
-    lines = ["| seed | " + " | ".join(f"{name} before → after" for name, _ in metrics) + " | steps without signal | minutes: SFT + RL steps | minutes: wall, with evals |",
+    lines = ["| seed | " + " | ".join(f"{name} before → after" for name, _ in metrics)
+             + " | steps without signal | minutes: SFT + RL steps + evals before/after | minutes: wall |",
              "|---:|" + "---:|" * (len(metrics) + 3)]
     for row in rows:
         cells = [f"{get(row['before']):.3f} → {get(row['after']):.3f}" for _, get in metrics]
-        lines.append(f"| {row['seed']} | " + " | ".join(cells) + f" | {row['steps_without_signal']}/{row['steps']} | {(row['sft_s'] + row['train_s']) / 60:.1f}"
+        parts = [row["sft_s"], row["train_s"], row["before"]["seconds"], row["after"]["seconds"]]
+        lines.append(f"| {row['seed']} | " + " | ".join(cells) + f" | {row['steps_without_signal']}/{row['steps']} | "
+                     f"{' + '.join(f'{x / 60:.1f}' for x in parts)} = {sum(parts) / 60:.1f}"
                      f" | {'resumed' if row['total_s'] is None else format(row['total_s'] / 60, '.1f')} |")
     lines += ["", "| metric | before (mean ± std) | after (mean ± std) | gain after − before (mean ± std) |", "|---|---:|---:|---:|"]
     for name, get in metrics:
@@ -86,6 +89,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--write", metavar="PATH", help="write the section into this markdown file")
     parser.add_argument("--keep", metavar="DIR", help="keep the run directories here (default: a temporary folder)")
+    parser.add_argument("--note", default="", help="a sentence for the section, e.g. what else the machine was running")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(args.keep or tmp)
@@ -95,7 +99,8 @@ def main(argv: list[str] | None = None) -> None:
             print(json.dumps({k: rows[-1][k] for k in ("seed", "sft_s", "train_s", "total_s")}), flush=True)
     body = (f"The main job, `make train` (settings: `configs/main-sft.yaml`, `configs/main-train.yaml`), once per seed. "
             "Held-out evaluation: the test split, greedy; \"before\" is the warm-started (SFT) model, \"after\" the same "
-            "model after AT-GRPO.\n\n" + report(rows))
+            "model after AT-GRPO. \"resumed\": the seed's runs were continued from their checkpoints, so its wall time "
+            "was not measured in one piece.\n\n" + report(rows) + (f"\n\n{args.note}" if args.note else ""))
     print(body)
     if args.write:
         write_section(args.write, "main_job", f"Main job: held-out success before and after RL, {len(args.seeds)} seed(s)",
