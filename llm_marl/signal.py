@@ -35,11 +35,13 @@ def idle_adapters(metrics: dict[str, float], adapters: list[str]) -> list[str]:
     return [a for a in adapters if not metrics.get(f"update/{a}/optimizer_steps", 0)]
 
 
-def step_messages(metrics: dict[str, float], adapters: list[str], hints: set[str], env: str = "ENV") -> list[str]:
+def step_messages(metrics: dict[str, float], adapters: list[str], hints: set[str], env: str = "ENV",
+                  warm_started: bool = False) -> list[str]:
     """Sentences about the step's learning signal (empty when every adapter learned something).
 
     `metrics` holds the step's `advantage/`, `update/<adapter>/` and `reward/` metrics; `hints` the
-    advice already given in this run (each is given once).
+    advice already given in this run (each is given once); `warm_started`: the run started from
+    `--init-adapters`, so the advice is a larger warm start rather than a first one.
     """
     messages = []
     varied, groups = groups_with_variance(metrics)
@@ -54,9 +56,11 @@ def step_messages(metrics: dict[str, float], adapters: list[str], hints: set[str
                         f"earned the same credit){why}, so every advantage is 0")
         if why and "warm-start" not in hints:
             hints.add("warm-start")
-            messages.append(f"hint: warm-start the policy on demonstrations first: `llm-marl sft --env {env}`, then "
-                            "`llm-marl train ... --init-adapters RUN_DIR/adapters`"
-                            + ("; or raise --max-new-tokens" if "cut off" in why else ""))
+            advice = ("the warm start (--init-adapters) is too small for this: give `llm-marl sft` more demonstrations "
+                      "(--demos) or epochs (--epochs)" if warm_started else
+                      f"warm-start the policy on demonstrations first: `llm-marl sft --env {env}`, then "
+                      "`llm-marl train ... --init-adapters RUN_DIR/adapters`")
+            messages.append(f"hint: {advice}" + ("; or raise --max-new-tokens" if "cut off" in why else ""))
     for adapter in idle_adapters(metrics, adapters):
         samples = int(metrics.get(f"update/{adapter}/samples", 0))
         reason = "it got no samples" if not samples else f"all its {samples} samples had advantage 0"

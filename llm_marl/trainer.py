@@ -421,7 +421,8 @@ def train(config: TrainConfig, resume: str | None = None, log: Any = print,
             steps.set_postfix(postfix(metrics))
             if not bars:
                 say(step_line(step, run_cfg.steps, metrics))
-            for message in step_messages(metrics, list(policy.adapters), hints, env=run_cfg.env):
+            for message in step_messages(metrics, list(policy.adapters), hints, env=run_cfg.env,
+                                         warm_started=bool(config.model.init_adapters)):
                 say(f"step {step}: {message}")
         policy.save(run.path / "adapters")
         if run_cfg.eval_episodes:

@@ -31,6 +31,9 @@ def test_a_step_without_variance_says_so_once_with_the_fix():
     again = step_messages(metrics, ["shared"], hints, env="plan_path")
     assert not any("hint" in m for m in again)  # advice is given once per run
     assert signal_metrics(metrics) == {"signal/groups_with_variance": 0.0, "signal/frac_groups_with_variance": 0.0}
+    warm = step_messages(metrics, ["shared"], set(), env="plan_path", warm_started=True)
+    hint = next(m for m in warm if m.startswith("hint"))  # a run that was warm-started needs a larger warm start
+    assert "--demos" in hint and "--init-adapters RUN_DIR" not in hint
 
 
 def test_a_learning_step_has_no_messages_and_counts_per_adapter():
