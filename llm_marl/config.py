@@ -129,6 +129,15 @@ class RunConfig:
 
 
 # ---------------------------------------------------------------------------- dataclass <-> argparse
+# Kept by hand on purpose: transformers' HfArgumentParser (5.19) was tried in its place and lost what the
+# CLI promises. (1) It gives every field its default, so a flag that was given cannot be told from one that
+# was not: "flags override --config / --resume" needs argparse.SUPPRESS. (2) It adds `--lora_r` beside
+# `--lora-r` and shows both, so `--help` and usage lines print the underscore spelling the README never uses.
+# (3) Bools become `--deterministic [DETERMINISTIC]` (no `--no-deterministic`) or `--progress [PROGRESS]` plus
+# a `--no_progress` line that repeats the help with "(default: False)". (4) A dict field cannot be read from
+# repeated KEY=VALUE (`--env-arg`), and metadata keys go to add_argument verbatim. (5) parse_dict reads a flat
+# namespace, not a run's sectioned config.json, and names neither the section nor the valid keys. Fixing
+# those leaves only its Literal/Optional type dispatch, reached through its private _parse_dataclass_field.
 def _flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 

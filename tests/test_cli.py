@@ -100,3 +100,15 @@ def test_make_train_runs_sft_then_rl_from_its_adapters(tmp_path):
     summary = json.loads((rl / "summary.json").read_text())
     assert summary["eval_before"]["episodes"] == summary["eval_after"]["episodes"] == 1
     assert f"adapters start from {sft}" in proc.stderr
+
+
+def test_train_help_keeps_the_spellings_the_readme_uses(capsys):
+    """The hand-written dataclass-to-argparse layer (llm_marl/config.py says why it is kept): one hyphenated
+    spelling per flag, --x/--no-x booleans, repeatable --env-arg, the algorithm's loss defaults shown."""
+    with pytest.raises(SystemExit):
+        main(["train", "--help"])
+    out = capsys.readouterr().out
+    assert "--deterministic, --no-deterministic" in out and "--progress, --no-progress" in out
+    assert "--env-arg KEY=VALUE" in out and "--max-new-tokens MAX_NEW_TOKENS" in out
+    assert not re.search(r"--[a-z]+_[a-z_]+", out), "an underscore spelling leaked into --help"
+    assert "(default: 'token-mean')" in out  # at-grpo's loss_agg, not None
