@@ -38,9 +38,11 @@ def last_user_text(observation: dict[str, Any]) -> str:
 
 
 def run_episode(env: Any, agent: Agent | dict[str, Agent], *, seed: int | None = None,
-                split: str = "train", render: bool = False, max_steps: int = 10_000) -> EpisodeResult:
-    """Play one episode of an AEC `env` with `agent` (one for all roles, or one per role)."""
-    env.reset(seed=seed, options={"split": split})
+                split: str = "train", render: bool = False, max_steps: int = 10_000,
+                instance: Any = None) -> EpisodeResult:
+    """Play one episode of an AEC `env` with `agent` (one for all roles, or one per role); `instance`
+    (a row of `env.dataset_instances()`) replaces the one `seed` and `split` would draw."""
+    env.reset(seed=seed, options={"split": split, **({"instance": instance} if instance is not None else {})})
     agents = agent if isinstance(agent, dict) else {role: agent for role in env.possible_agents}
     for a in set(map(id, agents.values())):
         next(x for x in agents.values() if id(x) == a).reset(seed)

@@ -114,6 +114,7 @@ def boards_once(frames: Sequence[str]) -> list[str]:
 
 def cmd_play(args: argparse.Namespace) -> int:
     from agents import run_episode
+    from llm_marl.evaluate import ALL, episode_tasks
     from llm_marl_envs import registry
 
     entry = _env_entry(args.env)
@@ -122,23 +123,35 @@ def cmd_play(args: argparse.Namespace) -> int:
         env = registry.make(entry.name, render_mode="ansi", **kwargs)
     except (TypeError, ValueError) as exc:
         raise UserError(f"cannot build {entry.name}: {exc}") from None
+    episodes = [(args.seed, args.split, None)]  # (seed, split, dataset row or None)
+    if args.split == ALL:
+        try:  # every row of the dataset once, the episodes `eval --split all` plays (its rules and its errors)
+            episodes = [(t.seed, t.options["split"], t.options["instance"])
+                        for t in episode_tasks(entry.name, None, ALL, args.seed, kwargs, asked=None)]
+        except ValueError as exc:
+            raise UserError(str(exc)) from None
     agent = make_agent(args.agent, entry.name, args.seed, args)
     from llm_marl.engines.api import APIError
 
+    successes = 0
     try:
-        result = run_episode(env, agent, seed=args.seed, split=args.split, render=not args.quiet)
+        for row, (seed, split, instance) in enumerate(episodes):
+            result = run_episode(env, agent, seed=seed, split=split, instance=instance, render=not args.quiet)
+            for frame in boards_once(result.renders):
+                print(frame)
+                print()
+            summary = {"env": entry.name, "agent": args.agent, "seed": seed, "split": split,
+                       **({"row": row} if instance is not None else {}), "success": result.success, "turns": result.turns,
+                       "returns": result.returns, "parse_errors": result.parse_errors}
+            print(json.dumps(summary), flush=True)
+            successes += result.success
     except APIError as exc:
         raise UserError(str(exc)) from None
     finally:
         if args.agent == "api":
             agent.engine.close()
-    for frame in boards_once(result.renders):
-        print(frame)
-        print()
-    summary = {"env": entry.name, "agent": args.agent, "seed": args.seed, "split": args.split,
-               "success": result.success, "turns": result.turns, "returns": result.returns,
-               "parse_errors": result.parse_errors}
-    print(json.dumps(summary))
+    if args.split == ALL:
+        print(json.dumps({"env": entry.name, "agent": args.agent, "split": ALL, "episodes": len(episodes), "successes": successes}))
     return 0
 
 
@@ -168,7 +181,9 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     p.add_argument("--agent", default="oracle", help="oracle | random | garbage | api (a served model: --base-url, --model)")
     p.add_argument("--model", default=None, help="with --agent api: the model name the server serves")
     p.add_argument("--seed", type=int, default=0, help="instance seed")
-    p.add_argument("--split", default="test", choices=["train", "val", "test"])
+    p.add_argument("--split", default="test", choices=["train", "val", "test", "all"],
+                   help="split the instance is drawn from; all: every row of the dataset once, one episode each "
+                   "(environments given a dataset file, folder or Hub id), then a line of totals")
     p.add_argument("--env-arg", action="append", default=[], metavar="KEY=VALUE",
                    help="environment option, e.g. --env-arg mode=planner --env-arg height=6")
     p.add_argument("--quiet", action="store_true", help="print only the JSON summary")

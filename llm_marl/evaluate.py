@@ -24,14 +24,15 @@ GENERATED_N = 50
 
 
 def episode_tasks(env: str, n: int | None, split: str, seed: int = 0,
-                  env_kwargs: Mapping[str, Any] | None = None, asked: str = "--n") -> list[Task]:
+                  env_kwargs: Mapping[str, Any] | None = None, asked: str | None = "--n") -> list[Task]:
     """The episodes `evaluate` plays (one Task each); a ValueError of one line when they cannot be had.
 
     Generated environments: instance seeds seed..seed+n-1 of `split` (n = 50 when None). Environments
     backed by a dataset (`dataset_instances()` is not None) play distinct rows: `split="all"` every
     row once in the dataset's order (the first `n` with `n`), a named split `n` of its rows chosen
     by `seed` (all of them when `n` is None). Asking for more rows than there are is an error, never
-    a silent repeat; `asked` is the flag that set `n`, for the message.
+    a silent repeat; `asked` is the flag that sets `n`, for the messages (None: the command has none,
+    like `play`).
     """
     from llm_marl_envs.core.instances import split_of
     from llm_marl_envs.registry import get, make_raw
@@ -45,9 +46,10 @@ def episode_tasks(env: str, n: int | None, split: str, seed: int = 0,
     rows = proto.dataset_instances(None)
     if rows is None:
         if split == ALL:
+            count = f" and pick how many episodes with {asked}" if asked else ""
             raise ValueError(f"{name} generates its instances, so --split all has no whole dataset to go through: use "
-                             "--split train, val or test and pick how many episodes with --n (a dataset option such as "
-                             "math's dataset=FILE makes --split all possible)")
+                             f"--split train, val or test{count} (a dataset option such as math's dataset=FILE makes "
+                             "--split all possible)")
         n = GENERATED_N if n is None else n
         return make_tasks(name, range(seed, seed + n), split=split, env_kwargs=env_kwargs)
     chosen = list(rows) if split == ALL else proto.dataset_instances(split)

@@ -1,5 +1,6 @@
 """Datasets through `datasets` (issue 13 item 4): every loader reads a JSONL/JSON/parquet file, a
-save_to_disk folder or a Hub id with the same records out; `eval --split all` plays every row; a
+save_to_disk folder or a Hub id with the same records out; `eval --split all` (and `play --split all`)
+plays every row; a
 dataset too small for the split or --n says so. No test touches the network: the Hub is
 monkeypatched, or offline."""
 
@@ -308,6 +309,69 @@ def test_readme_eval_split_all_command(capsys, tmp_path, monkeypatch):
     assert main(shlex.split(command)[1:]) == 0
     result = json.loads(capsys.readouterr().out)
     assert result["episodes"] == 7 and result["success_rate"] == 1.0
+
+
+# -------------------------------------------------------------------------------- play --split all
+class _Answerer:
+    """A scripted agent that answers every SEVEN question (the `api` agent of the README's line)."""
+
+    def reset(self, seed=None):
+        pass
+
+    def act(self, role, observation):
+        a, b = re.search(r"What is (\d+) plus (\d+)\?", observation["messages"][-1]["content"]).groups()
+        return f"#### \\boxed{{{int(a) + int(b)}}}"
+
+
+def _play_lines(capsys) -> tuple[str, list[dict]]:
+    out = capsys.readouterr().out
+    return out, [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+
+
+def test_play_split_all_plays_every_row_once(capsys, seven, monkeypatch):
+    import llm_marl.cli as cli
+
+    monkeypatch.setattr(cli, "make_agent", lambda *a: _Answerer())
+    assert main(["play", "--env", "math", "--env-arg", f"dataset={seven}", "--env-arg", "mode=reasoner", "--split", "all"]) == 0
+    out, lines = _play_lines(capsys)
+    *episodes, totals = lines
+    assert totals == {"env": "math", "agent": "oracle", "split": "all", "episodes": 7, "successes": 7}
+    assert [e["row"] for e in episodes] == list(range(7)) and all(e["success"] for e in episodes)
+    tasks = episode_tasks("math", None, "all", env_kwargs={"dataset": str(seven)})
+    assert [(e["seed"], e["split"]) for e in episodes] == [(t.seed, t.options["split"]) for t in tasks]  # eval's episodes
+    assert set(re.findall(r"What is \d+ plus \d+\?", out)) == {r["question"] for r in SEVEN}  # every row rendered
+
+
+def test_play_named_split_still_plays_one_episode(capsys, seven, monkeypatch):
+    import llm_marl.cli as cli
+
+    monkeypatch.setattr(cli, "make_agent", lambda *a: _Answerer())
+    assert main(["play", "--env", "math", "--env-arg", f"dataset={seven}", "--split", "train", "--seed", "2", "--quiet"]) == 0
+    _, lines = _play_lines(capsys)
+    assert len(lines) == 1 and lines[0]["split"] == "train" and lines[0]["seed"] == 2 and "row" not in lines[0]
+
+
+def test_play_split_all_errors_are_eval_s_and_come_before_the_agent(capsys, monkeypatch):
+    import llm_marl.cli as cli
+
+    monkeypatch.setattr(cli, "make_agent", lambda *a: pytest.fail("an agent was built"))
+    _one_line_error(capsys, ["play", "--env", "plan_path", "--split", "all"], "plan_path generates its instances",
+                    "use --split train, val or test (a dataset option such as math's dataset=FILE")
+    assert main(["play", "--env", "plan_path", "--split", "all"]) == 2
+    assert "--n" not in capsys.readouterr().err  # play has no --n
+
+
+def test_readme_play_split_all_command(capsys, tmp_path, monkeypatch):
+    """The README's `play --split all` command, on a parquet file of seven rows; the served model is
+    replaced by a scripted engine that answers every question (the api agent runs on it)."""
+    import llm_marl.cli as cli
+
+    command = re.search(r"`(llm-marl play [^`]*--split all[^`]*)`", README).group(1)
+    monkeypatch.chdir(tmp_path)
+    pq.write_table(pa.Table.from_pylist(SEVEN), tmp_path / "gsm8k_test.parquet")
+    monkeypatch.setattr(cli, "make_api_engine", lambda *a: ScriptedEngine(_answer))
+    assert main(shlex.split(command)[1:]) == 0
+    assert _play_lines(capsys)[1][-1] == {"env": "math", "agent": "api", "split": "all", "episodes": 7, "successes": 7}
 
 
 def test_readme_export_snippet_matches_the_reader(tmp_path, monkeypatch):

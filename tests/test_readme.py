@@ -116,6 +116,8 @@ EXERCISED: dict[str, tuple[str, str]] = {
     "llm-marl eval --engine api": _test("tests/test_user_errors.py::test_eval_engine_api_reads_the_key_from_the_environment"),
     "llm-marl eval --env math --env-arg dataset=gsm8k_test.parquet --env-arg mode=reasoner --split all --engine api "
     "--base-url http://127.0.0.1:8000/v1 --model NAME": _test("tests/test_dataset_sources.py::test_readme_eval_split_all_command"),
+    "llm-marl play --env math --env-arg dataset=gsm8k_test.parquet --env-arg mode=reasoner --split all --agent api "
+    "--base-url http://127.0.0.1:8000/v1 --model NAME": _test("tests/test_dataset_sources.py::test_readme_play_split_all_command"),
 }
 
 
