@@ -1,5 +1,6 @@
-"""The OpenAI-compatible path through the CLI (a local server on 127.0.0.1), and the user mistakes of
-issue 13 item 6: each ends in ONE line naming the fix, with exit status 2, before any model loads."""
+"""The OpenAI-compatible path through the CLI (a local server on 127.0.0.1) and through the LLM judges,
+and the user mistakes of issue 13 item 6: each ends in ONE line naming the fix, with exit status 2,
+before any model loads; a judge that fails returns an error string instead."""
 
 from __future__ import annotations
 
@@ -20,7 +21,8 @@ from tests.test_cli import README
 
 class _Server(BaseHTTPRequestHandler):
     """OpenAI-compatible `/v1/chat/completions`: every model answers as the plan_path oracle planner
-    (from the prompt text alone); model "slow" waits 30 s first. Any other path is a 404."""
+    (from the prompt text alone), but model "say:WORD" answers WORD (a judge's label), "garbled" answers
+    JSON that is no chat completion, and "slow" waits 30 s first. Any other path is a 404."""
 
     seen: list[dict] = []
 
@@ -31,9 +33,12 @@ class _Server(BaseHTTPRequestHandler):
             return self._send(404, {"error": {"message": "Not Found", "type": "not_found"}})
         if body["model"] == "slow":
             time.sleep(30)
+        if body["model"] == "garbled":
+            return self._send(200, {"object": "chat.completion", "choices": "none today"})
         from agents.oracle import make_oracle
 
-        reply = make_oracle("plan_path").act("planner", {"messages": body["messages"], "turn": 0})
+        reply = (body["model"].removeprefix("say:") if body["model"].startswith("say:")
+                 else make_oracle("plan_path").act("planner", {"messages": body["messages"], "turn": 0}))
         self._send(200, {"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
                          "choices": [{"index": 0, "message": {"role": "assistant", "content": reply}, "finish_reason": "stop"}]})
 
@@ -157,6 +162,85 @@ def test_slow_server(capsys, server, command):
     one_line_error(capsys, [command, *PLANNER, *flag, "--base-url", f"{server}/v1", "--model", "slow",
                             "--api-timeout", "0.5", "--api-retries", "1"], "did not answer within 0.5 s (2 tries)", "--api-timeout")
     assert time.monotonic() - started < 20  # the server would take 30 s a request
+
+
+# -------------------------------------------------------------------------------- the judges, same server
+def judge_config(base_url: str, model: str, **kw):
+    from llm_marl_envs.search.judge import JudgeConfig
+
+    return JudgeConfig(base_url=base_url, model=model, **kw)
+
+
+def test_judges_answer_through_the_openai_sdk(server, monkeypatch):
+    from llm_marl.credit.llm_judge import LLMJudge
+    from llm_marl.credit.message import Message
+    from llm_marl_envs.search.judge import judge
+
+    monkeypatch.setenv("JUDGE_KEY", "sk-judge")
+    assert judge(judge_config(f"{server}/v1", "say:CORRECT", api_key_env="JUDGE_KEY"), "Q?", "gold", "pred") == (True, None)
+    assert judge(judge_config(f"{server}/v1", "say:incorrect."), "Q?", "gold", "pred") == (False, None)
+    seen = _Server.seen[0]
+    assert seen["path"] == "/v1/chat/completions" and seen["auth"] == "Bearer sk-judge"
+    assert seen["temperature"] == 0 and seen["max_tokens"] == 8 and "Ground-truth answer: gold" in seen["messages"][0]["content"]
+    labeller = LLMJudge(judge_config(f"{server}/v1", "say:COUNTER"))
+    assert labeller([Message("a", 0, "search")], Message("b", 1, "undo that")) == -1 and labeller.errors == []
+    assert _Server.seen[-1]["max_tokens"] == 4
+
+
+def test_judge_of_an_unreachable_server_is_an_error_string():
+    from llm_marl.credit.llm_judge import LLMJudge
+    from llm_marl.credit.message import Message
+    from llm_marl_envs.search.judge import judge
+
+    url = f"http://127.0.0.1:{closed_port()}/v1"
+    verdict, error = judge(judge_config(url, "m", max_retries=0), "Q?", "gold", "pred")
+    assert verdict is None and error.startswith(f"judge failed: cannot reach {url}/chat/completions")
+    labeller = LLMJudge(judge_config(url, "m", max_retries=0))
+    assert labeller([], Message("a", 0, "hi")) == 0 and labeller.errors[0].startswith("judge failed: cannot reach")
+
+
+def test_judge_of_a_slow_server_times_out_with_an_error_string(server):
+    from llm_marl_envs.search.judge import chat_completion
+
+    started = time.monotonic()
+    reply, error = chat_completion(judge_config(f"{server}/v1", "slow", timeout_s=0.5, max_retries=1), "Q?")
+    assert reply is None and error == f"judge failed: {server}/v1/chat/completions did not answer within 0.5 s (2 tries)"
+    assert time.monotonic() - started < 20  # the server would take 30 s a request
+
+
+@pytest.mark.parametrize("base,model,message", [
+    ("/v1", "garbled", "did not answer a chat completion"),
+    ("/v2", "m", "answered HTTP 404"),
+])
+def test_judge_of_a_bad_reply_is_an_error_string(server, base, model, message):
+    from llm_marl_envs.search.judge import chat_completion, judge
+
+    reply, error = chat_completion(judge_config(f"{server}{base}", model, max_retries=0), "Q?")
+    assert reply is None and error.startswith("judge failed: ") and message in error, error
+    assert judge(judge_config(f"{server}/v1", "say:maybe?"), "Q?", "gold", "pred") == (
+        None, "judge replied 'MAYBE?', expected CORRECT or INCORRECT")
+
+
+def test_judge_without_openai_is_an_error_string(monkeypatch):
+    import sys
+
+    from llm_marl_envs.search.judge import chat_completion
+
+    monkeypatch.setitem(sys.modules, "openai", None)  # `import openai` raises ImportError
+    assert chat_completion(judge_config("http://127.0.0.1:9/v1", "m"), "Q?") == (
+        None, "judge failed: the LLM judge needs the openai package: pip install openai")
+
+
+def test_the_judge_module_imports_openai_only_when_it_calls():
+    """The search MCP server loads llm_marl_envs.search without `openai`; the judge imports it lazily."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = "import sys\nimport llm_marl_envs.search.judge\nprint('openai' in sys.modules)\n"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         cwd=Path(__file__).resolve().parents[1])
+    assert out.stdout.split() == ["False"], out.stderr
 
 
 # -------------------------------------------------------------------------------- before a model loads

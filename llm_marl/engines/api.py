@@ -1,9 +1,9 @@
 """`api` engine: any OpenAI-compatible `/v1/chat/completions` endpoint, for evaluation only.
 
-Requests go through the `openai` SDK (its timeouts and retries with backoff). The key is the
-`api_key` argument, else `OPENAI_API_KEY`, else the placeholder "EMPTY" that local servers (vLLM,
-SGLang) accept. The server applies its own chat template and tokenizer, so token ids are not
-available: completions carry text, no token ids, and log-probs only when the server returns them
+Requests go through the `openai` SDK (its timeouts and retries with backoff), with the client the
+judges use too (`llm_marl_envs.core.openai_client`): the key is the `api_key` argument, else
+`OPENAI_API_KEY`, else the placeholder "EMPTY" that local servers (vLLM, SGLang) accept. The
+server applies its own chat template and tokenizer, so token ids are not available: completions carry text, no token ids, and log-probs only when the server returns them
 (`logprobs: true`). Adapters are not supported -- the endpoint serves whatever model it serves --
 and a request naming one is a ValueError rather than a silent base-model answer. `n` is sent as
 the `n` field; servers that return fewer choices are asked again for the rest.
@@ -11,9 +11,10 @@ the `n` field; servers that return fewer choices are asked again for the rest.
 
 from __future__ import annotations
 
-import os
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
+
+from llm_marl_envs.core.openai_client import make_client
 
 from .base import Completion, GenerationRequest, GenerationResult, SamplingParams
 
@@ -47,8 +48,7 @@ class APIEngine:
         self.max_concurrency = max(1, max_concurrency)
         self.request_logprobs = request_logprobs
         self._openai = openai
-        self.client = openai.OpenAI(base_url=self.base_url, api_key=api_key or os.environ.get("OPENAI_API_KEY") or "EMPTY",
-                                    timeout=timeout_s, max_retries=self.max_retries)
+        self.client = make_client(self.base_url, api_key, timeout_s, self.max_retries)
 
     def generate(self, requests: list[GenerationRequest], sampling: SamplingParams) -> list[GenerationResult]:
         for r in requests:

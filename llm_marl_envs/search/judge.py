@@ -1,21 +1,24 @@
-"""Optional LLM-as-a-judge for answer accuracy through any OpenAI-compatible endpoint (urllib only).
+"""Optional LLM-as-a-judge for answer accuracy through any OpenAI-compatible endpoint (the `openai` SDK).
 
 MATPO scores accuracy with a GPT-4o-mini judge; the environments default to normalised exact
 match (deterministic, offline) and use a judge only when one is configured:
 
     JudgeConfig(base_url="http://localhost:8000/v1", model="Qwen2.5-7B-Instruct", api_key_env="OPENAI_API_KEY")
 
-A judge that fails (unreachable, malformed reply) never breaks an episode: the caller falls back
-to exact match and reports the error in `infos`.
+Requests use the client of the `api` engine (`llm_marl_envs.core.openai_client`), with the config's
+timeout and retries. A judge that fails (unreachable, too slow, malformed reply, `openai` not
+installed) never breaks an episode: the caller falls back to exact match and reports the error in
+`infos`. `openai` is imported on the first call, so the search MCP server starts without it.
 """
 
 from __future__ import annotations
 
-import json
+import functools
 import os
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
+from typing import Any
+
+from ..core.openai_client import make_client
 
 JUDGE_PROMPT = """You are grading an answer to a question against the ground-truth answer.
 
@@ -34,8 +37,12 @@ class JudgeConfig:
     """OpenAI-compatible API root, e.g. http://localhost:8000/v1 (POST {base_url}/chat/completions)."""
     model: str = "gpt-4o-mini"
     api_key_env: str = "OPENAI_API_KEY"
-    """Environment variable holding the API key (none sent when unset)."""
+    """Environment variable holding the API key; unset: `OPENAI_API_KEY`, else the placeholder "EMPTY"
+    (local servers need none). The key itself is never a field, so it stays out of saved configs."""
     timeout_s: float = 30.0
+    """Seconds each request may take."""
+    max_retries: int = 2
+    """Retries of a request that failed to connect, timed out or got 429/5xx (with backoff)."""
 
     @classmethod
     def from_any(cls, value: JudgeConfig | dict | None) -> JudgeConfig | None:
@@ -46,20 +53,36 @@ class JudgeConfig:
         raise ValueError(f"judge must be a JudgeConfig, a dict of its fields or None, got {type(value).__name__}")
 
 
+@functools.lru_cache(maxsize=16)
+def _client(base_url: str, api_key: str | None, timeout_s: float, max_retries: int) -> Any:
+    """One client (and its connection pool) per endpoint and settings, shared by every call."""
+    return make_client(base_url, api_key, timeout_s, max_retries)
+
+
 def chat_completion(config: JudgeConfig, prompt: str, max_tokens: int = 8) -> tuple[str | None, str | None]:
-    """(reply text, None) or (None, error) from one greedy chat completion; never raises on I/O."""
-    body = {"model": config.model, "messages": [{"role": "user", "content": prompt}], "temperature": 0, "max_tokens": max_tokens}
-    headers = {"Content-Type": "application/json"}
-    key = os.environ.get(config.api_key_env)
-    if key:
-        headers["Authorization"] = f"Bearer {key}"
-    request = urllib.request.Request(config.base_url.rstrip("/") + "/chat/completions", json.dumps(body).encode(), headers)
+    """(reply text, None) or (None, "judge failed: ...") from one greedy chat completion; never raises on
+    I/O, a bad reply or a missing `openai` package."""
+    url = config.base_url.rstrip("/") + "/chat/completions"
     try:
-        with urllib.request.urlopen(request, timeout=config.timeout_s) as response:  # noqa: S310 (user-configured URL)
-            reply = json.loads(response.read().decode())
-        return str(reply["choices"][0]["message"]["content"]), None
-    except (urllib.error.URLError, OSError, ValueError, KeyError, IndexError, TypeError) as e:
-        return None, f"judge failed: {type(e).__name__}: {e}"
+        import openai
+    except ImportError:
+        return None, "judge failed: the LLM judge needs the openai package: pip install openai"
+    try:
+        client = _client(config.base_url, os.environ.get(config.api_key_env) or None, config.timeout_s, config.max_retries)
+        reply = client.chat.completions.create(model=config.model, messages=[{"role": "user", "content": prompt}],
+                                               temperature=0, max_tokens=max_tokens)
+        text = reply.choices[0].message.content
+    except openai.APITimeoutError:
+        return None, f"judge failed: {url} did not answer within {config.timeout_s:g} s ({config.max_retries + 1} tries)"
+    except openai.APIConnectionError as exc:
+        return None, f"judge failed: cannot reach {url} ({exc.__cause__ or exc})"
+    except openai.APIStatusError as exc:
+        return None, f"judge failed: {url} answered HTTP {exc.status_code}: {' '.join(exc.response.text.split())[:200]}"
+    except (openai.OpenAIError, AttributeError, IndexError, KeyError, TypeError, ValueError) as exc:
+        return None, f"judge failed: {url} did not answer a chat completion ({type(exc).__name__}: {exc})"
+    if not isinstance(text, str):
+        return None, f"judge failed: {url} answered no text"
+    return text, None
 
 
 def judge(config: JudgeConfig, question: str, gold: str, prediction: str) -> tuple[bool | None, str | None]:

@@ -1,0 +1,23 @@
+"""The `openai` SDK client every OpenAI-compatible caller builds the same way: the `api` engine and
+agent (`llm_marl.engines.api`) and the LLM judges (`llm_marl_envs.search.judge`, which
+`llm_marl.credit.llm_judge` calls).
+
+The key is `api_key`, else `OPENAI_API_KEY`, else the placeholder "EMPTY" that local servers (vLLM,
+SGLang) accept. `openai` is imported when a client is made, never at import time: the search MCP
+server loads `llm_marl_envs` without it.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+
+def make_client(base_url: str, api_key: str | None = None, timeout_s: float = 60.0, max_retries: int = 2) -> Any:
+    """An `openai.OpenAI` client for `base_url` (e.g. http://127.0.0.1:8000/v1): each request waits at most
+    `timeout_s` seconds and is retried `max_retries` times (connection errors, timeouts, 429, 5xx; with
+    backoff). ImportError when the `openai` package is missing."""
+    import openai
+
+    return openai.OpenAI(base_url=base_url.rstrip("/"), api_key=api_key or os.environ.get("OPENAI_API_KEY") or "EMPTY",
+                         timeout=timeout_s, max_retries=max(0, max_retries))
