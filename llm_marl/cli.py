@@ -176,7 +176,8 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=cmd_envs)
 
-    p = sub.add_parser("play", help="play and render one episode with a scripted agent")
+    p = sub.add_parser("play", help="play and render one episode (--split all: every row of a dataset) with a scripted agent "
+                       "or a served model")
     p.add_argument("--env", required=True, help="environment name (see `llm-marl envs`)")
     p.add_argument("--agent", default="oracle", help="oracle | random | garbage | api (a served model: --base-url, --model)")
     p.add_argument("--model", default=None, help="with --agent api: the model name the server serves")
