@@ -454,3 +454,28 @@ def test_prefetched_code_runs_give_the_same_rollout(plan):
     statuses = {s.info.get("code_status") for s in after.samples if s.role == "coder"}
     assert {"ok", "smoke_failed", "syntax_error", "no_code"} <= statuses
     assert {s.info.get("test_valid") for s in after.samples if s.role == "tester"} == {True, False}
+
+
+def test_rollout_timings_split_its_wall_time():
+    """Engine calls, environment work and tool waits are timed apart (`Rollout.timings`); never more than the rollout."""
+    from llm_marl_envs.sandbox import Sandbox
+
+    with Sandbox(workers=2) as sandbox:
+        tasks = make_tasks("plan_path", seeds=[0, 1], env_kwargs={"max_turns": 2, "height": 5, "width": 5, "sandbox": sandbox})
+        out = rollout(tasks, tree(K=2), engine(_tool_or_planner_reply), sigma=SIGMA, sampling=SamplingParams(seed=0))
+    timings = out.timings
+    assert set(timings) == {"generate_s", "env_s", "tool_s", "rollout_s"} and min(timings.values()) >= 0
+    assert timings["generate_s"] + timings["env_s"] + timings["tool_s"] <= timings["rollout_s"]
+    assert timings["tool_s"] > 0  # the tool's programs ran in the sandbox
+
+
+def test_step_time_parts_add_up_to_the_step():
+    from llm_marl.signal import step_line
+    from llm_marl.step_time import PARTS, step_time_metrics
+
+    metrics = step_time_metrics(10.0, {"generate_s": 6.0, "env_s": 0.25, "tool_s": 0.5, "rollout_s": 7.0}, credit_s=0.25, update_s=2.5)
+    assert list(metrics) == [f"perf/{part}_s" for part in PARTS] and metrics["perf/other_s"] == 0.5
+    assert sum(metrics.values()) == 10.0
+    line = step_line(1, 2, {"perf/step_s": 10.0, **metrics})
+    assert line.endswith("10.0 s (generate 6.0, env 0.2, tool 0.5, credit 0.2, update 2.5, other 0.5)")
+    assert step_time_metrics(1.0, {}, credit_s=0.0, update_s=0.5)["perf/other_s"] == 0.5  # rollout workers: not split
