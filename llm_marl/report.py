@@ -5,9 +5,9 @@
 
 The page has no scripts and loads nothing: charts are inline SVG. It shows learning curves per role
 (mean step reward, success rate, groups with reward variance, approximate KL, clip fraction,
-reply tokens), the held-out evaluation before and after training when the run has one
-(`eval_before.json`, `eval_after.json`), and a few sampled replies of the last step with their
-reward, credit and advantage (`trajectories/`).
+reply tokens), the step time by part (`llm_marl.step_time`), the held-out evaluation before and
+after training when the run has one (`eval_before.json`, `eval_after.json`), and a few sampled
+replies of the last step with their reward, credit and advantage (`trajectories/`).
 """
 
 from __future__ import annotations
@@ -19,6 +19,8 @@ import math
 from pathlib import Path
 from typing import Any
 
+from llm_marl.step_time import PARTS
+
 COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf")
 CHARTS = (
     # (title, y label, metric key prefix; "*" is a role or an adapter, the series name)
@@ -28,6 +30,8 @@ CHARTS = (
     ("Approximate KL to the sampling policy, per adapter", "KL (k3)", "loss/*/approx_kl"),
     ("Clip fraction per adapter", "fraction of tokens", "loss/*/clip_frac"),
     ("Reply tokens per role", "tokens", "perf/response_tokens/*"),
+    # A tuple: several metrics on one chart, each line named after its key.
+    ("Step time by part (they add up to the step)", "seconds", tuple(f"perf/{part}_s" for part in PARTS)),
 )
 SAMPLES = 6
 """Sampled replies shown per run (from its last trajectories file)."""
@@ -44,9 +48,15 @@ def _match(pattern: str, key: str) -> str | None:
     return None
 
 
-def series(runs: dict[str, list[dict[str, Any]]], pattern: str) -> dict[str, list[tuple[float, float]]]:
-    """{label: [(step, value), ...]} of every metric matching `pattern`, in every run."""
+def series(runs: dict[str, list[dict[str, Any]]], pattern: str | tuple[str, ...]) -> dict[str, list[tuple[float, float]]]:
+    """{label: [(step, value), ...]} of every metric matching `pattern` (or each of a tuple of patterns), in every run."""
     out: dict[str, list[tuple[float, float]]] = {}
+    if isinstance(pattern, tuple):
+        for key in pattern:
+            name = key.rsplit("/", 1)[-1]
+            for label, points in series(runs, key).items():
+                out[f"{label} · {name}" if len(runs) > 1 else name] = points
+        return out
     for run_name, history in runs.items():
         for record in history:
             for key, value in record.items():

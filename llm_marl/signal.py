@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from llm_marl.step_time import step_time_text
+
 
 def groups_with_variance(metrics: dict[str, float]) -> tuple[int, int]:
     """(groups whose members' credits differ, all groups) of a step's `advantage/` metrics."""
@@ -91,8 +93,9 @@ def step_line(step: int, steps: int, metrics: dict[str, float]) -> str:
     """One log line per step with the key numbers (for logs that are not a terminal)."""
     fields = postfix(metrics)
     rewards = " ".join(f"{k[2:]} {v}" for k, v in fields.items() if k.startswith("r_"))
+    parts = step_time_text(metrics)
     return (f"step {step}/{steps}: success {fields['success']}, reward {rewards}, groups with variance {fields['signal']}, "
-            f"{metrics.get('perf/step_s', 0.0):.1f} s")
+            f"{metrics.get('perf/step_s', 0.0):.1f} s" + (f" ({parts})" if parts else ""))
 
 
 def wave_progress(desc: str, total: int | None, enabled: bool) -> tuple[Any, Any]:

@@ -47,6 +47,7 @@ from llm_marl.runs import RunDir
 from llm_marl.update import apply_update, loss_units, minibatches, plan_update  # noqa: F401 (loss_units, minibatches: re-exported)
 from llm_marl.tracking import open_tracker
 from llm_marl.signal import postfix, run_counts, signal_metrics, step_line, step_messages, wave_progress
+from llm_marl.step_time import PARTS, step_time_metrics, step_time_totals
 
 TRAINER_STATE = "trainer_state.pt"
 
@@ -348,8 +349,10 @@ def train(config: TrainConfig, resume: str | None = None, log: Any = print,
             out = rollout(tasks, plan, engine, sigma=policy, sampling=sampling, on_wave=on_wave)
         t1 = time.perf_counter()
         metrics = step_metrics(out)
+        t_credit = time.perf_counter()
         credit = (lambda r: assign_shapley(r, config.credit)) if config.credit.enabled else None
         metrics.update(assign_advantages(out, algorithm, config.algo, AdvantageConfig(), credit=credit))
+        t_update = time.perf_counter()
         metrics.update(signal_metrics(metrics))
         if not own_logprobs:
             if scale is not None:
@@ -374,9 +377,10 @@ def train(config: TrainConfig, resume: str | None = None, log: Any = print,
         t2 = time.perf_counter()
         if scale is not None:
             metrics.update({"perf/publish_s": scale.publish_s, "cluster/shard_retries": float(out.stats.get("shard_retries", 0.0))})
-        metrics.update({"perf/rollout_s": t1 - t0, "perf/update_s": t2 - t1, "perf/step_s": t2 - t0,
+        metrics.update({"perf/rollout_s": t1 - t0, "perf/step_s": t2 - t0,
                         "perf/generated_tokens": float(sum(len(s.response_ids) for s in out.samples)),
                         "optim/lr": schedulers[policy.adapters[0]].get_last_lr()[0]})
+        metrics.update(step_time_metrics(t2 - t0, out.timings, credit_s=t_update - t_credit, update_s=t2 - t_update))
         return metrics, out
 
     step = start - 1
@@ -500,6 +504,7 @@ def write_summary(run: RunDir, adapters: list[str]) -> dict[str, Any]:
         last = history[-1]
         summary["last_step"] = {k: v for k, v in last.items() if k.startswith(("reward/success_rate", "reward/reward/", "signal/"))}
         summary["train_s"] = round(sum(m.get("perf/step_s", 0.0) for m in history), 1)
+        summary["step_time_s"] = {part: round(seconds, 3) for part, seconds in step_time_totals(history).items()}
     for key, name in (("eval_before", EVAL_BEFORE), ("eval_after", EVAL_AFTER)):
         if (run.path / name).exists():
             summary[key] = json.loads((run.path / name).read_text())
@@ -512,6 +517,10 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
     lines = [f"{summary['steps']} steps; steps without learning signal: {summary['steps_without_signal']}; "
              "steps without an optimiser step, per adapter: "
              + ", ".join(f"{a} {n}" for a, n in summary["adapter_steps_without_update"].items())]
+    parts = summary.get("step_time_s", {})
+    total = sum(parts.values())
+    if total > 0:
+        lines.append(f"{total:.1f} s in training steps: " + ", ".join(f"{part} {100 * parts.get(part, 0.0) / total:.1f}%" for part in PARTS))
     before, after = summary.get("eval_before"), summary.get("eval_after")
     if before and after:
         lines.append(f"held-out test, greedy ({after['episodes']} episodes): success {before['success_rate']:.3f} -> "

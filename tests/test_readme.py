@@ -21,6 +21,7 @@ import pytest
 
 from llm_marl.algorithms import ALGORITHMS, get
 from llm_marl.cli import build_parser, main, parse_env_args
+from llm_marl.step_time import PARTS
 from llm_marl_envs.registry import ENVS
 from llm_marl_envs.registry import get as get_env
 
@@ -351,6 +352,12 @@ def test_run_directory_holds_what_the_readme_lists(run_dir):
     assert {"reward", "credit", "group_key", "advantage", "truncated"} <= set(reply)
     metrics = json.loads((run_dir / "metrics.jsonl").read_text().splitlines()[0])
     assert {"reward/truncated/tool", "reward/parse_error/planner"} <= set(metrics)
+    # The step-time parts the README names are those the trainer logs; each is >= 0 and they add up to the step.
+    parts = [f"perf/{part}_s" for part in PARTS]
+    assert [k for k in re.findall(r"`(perf/\w+_s)`", text) if k != "perf/step_s"] == parts
+    assert all(metrics[k] >= 0 for k in parts)
+    assert abs(sum(metrics[k] for k in parts) - metrics["perf/step_s"]) <= 1e-6 + 1e-3 * metrics["perf/step_s"]
+    assert set(json.loads((run_dir / "summary.json").read_text())["step_time_s"]) == set(PARTS)
     assert (run_dir / "adapters" / "shared" / "adapter_model.safetensors").is_file()  # PEFT format
 
 

@@ -13,6 +13,7 @@ import pytest
 
 from llm_marl.cli import main
 from llm_marl.report import COLORS
+from llm_marl.step_time import PARTS
 from tests.test_cli import README
 from tests.test_progress import ARGS
 
@@ -34,7 +35,7 @@ def test_readme_report_command_writes_a_self_contained_page(runs, capsys):
     assert capsys.readouterr().out.strip() == str(run / "report.html")
     assert "<script" not in page and not re.search(r"(src|href)=", page), "the page must load nothing"
     charts = re.findall(r'<svg[^>]*class="chart[^"]*"[^>]*>.*?</svg>', page, re.S)
-    assert len(charts) == 6
+    assert len(charts) == 7
     drawn = [c for c in charts if 'class="chart empty"' not in c]
     assert len(drawn) >= 4
     for chart in drawn:
@@ -42,6 +43,8 @@ def test_readme_report_command_writes_a_self_contained_page(runs, capsys):
             assert len(points.split()) == 2  # one point per step
     reward = next(c for c in charts if "Mean step reward per role" in c)
     assert ">planner<" in reward and ">tool<" in reward  # a curve per role
+    step_time = next(c for c in charts if "Step time by part" in c)
+    assert all(f">{part}_s<" in step_time for part in PARTS)  # a curve per part of the step
     assert "<th>before</th><th>after</th>" in page and "success rate" in page
     samples = re.search(r"<table class='samples'>.*?</table>", page, re.S).group(0)
     assert "<th>credit</th><th>advantage</th>" in samples and samples.count("<tr>") >= 2

@@ -373,3 +373,109 @@ def test_prefetched_mass_retrievals_give_the_same_rollout(mode):
     assert before.stats["prefetched_calls"] == 0 and after.stats["prefetched_calls"] > 0
     fields = lambda s: (s.sample_id, s.episode_id, s.candidate, s.text, s.reward, s.info, s.messages)
     assert [fields(s) for s in after.samples] == [fields(s) for s in before.samples]
+
+
+# Code (coder + tester): one program per kind of outcome, one test per kind of verdict.
+_CODER_REPLIES = [
+    "```python\nprint('SMALL')\n```",                                          # wrong on big inputs
+    "```python\nraise SystemExit(3)\n```",                                     # fails
+    "```python\nprint('BIG'\n```",                                             # does not compile
+    "```python\nwhile True:\n    pass\n```",                                  # runs out of time
+    "I would loop over the input.",                                            # no code block
+    "```python\nn = int(input())\nprint('BIG' if n >= 10 else 'SMALL')\n```",  # wrong on 10 only
+    "```python\nn = int(input())\nprint('BIG' if n > 10 else 'SMALL')\n```",   # right
+]
+_TESTER_TESTS = [("12", "BIG"), ("4", "SMALL"), ("10", "BIG"), ("-3", "SMALL")]  # valid, valid, wrong output, valid
+
+
+def _coder_or_tester_reply(req, k):
+    """Replies that vary by task, parallel episode, candidate and step."""
+    task, episode = int(req.tag.task_id[-1]), req.tag.episode_id
+    i = k + 3 * task + req.tag.step + (2 * int(episode[-1]) if "/g" in episode else 0)
+    if req.tag.agent == "coder":
+        if i % 7 == 3 and (task, req.tag.step) != (1, 0):
+            i += 1  # one timing-out program per rollout keeps the test short
+        return _CODER_REPLIES[i % 7]
+    if i % 5 == 4:
+        return "No test this time."
+    stdin, out = _TESTER_TESTS[i % len(_TESTER_TESTS)]
+    return f"**Test Input:**\n```\n{stdin}\n```\n**Test Output:**\n```\n{out}\n```"
+
+
+@pytest.mark.parametrize("plan", [tree(K=3), parallel(2)], ids=["tree", "parallel"])
+def test_prefetched_code_runs_give_the_same_rollout(plan):
+    """Code: the coder's program on the golden and smoke inputs, and the tester's suite runs, reference
+    run and mutation batches are run at once per wave; right, wrong, failing, non-compiling and
+    timing-out programs score as they do without prefetching."""
+    from llm_marl_envs import code_v0
+    from llm_marl_envs.code import env as code_env
+    from llm_marl_envs.code.env import CodeInstance
+    from llm_marl_envs.code.problems import Problem, TestCase
+    from llm_marl_envs.code.runner import HARNESS
+    from llm_marl_envs.sandbox import Sandbox, SandboxLimits
+
+    problem = Problem(
+        id="threshold-prefetch", title="Threshold", statement="Read an integer n. Print BIG if n > 10, otherwise SMALL.",
+        reference="n = int(input())\nprint('BIG' if n > 10 else 'SMALL')\n", split="train",
+        examples=(TestCase("3\n", "SMALL\n"),),
+        tests=tuple(TestCase(f"{n}\n", "BIG\n" if n > 10 else "SMALL\n") for n in (5, 9, 10, 11, 20)), source="unit")
+
+    with Sandbox(SandboxLimits(wall_time_s=2.0, cpu_time_s=2.0, memory_mb=256, output_bytes=20_000), workers=2) as sandbox:
+        ran, planned = set(), set()  # (code, stdin, limits) of the runs made without prefetching, and of those prefetched
+        run, prefetched = sandbox.run, sandbox.prefetched
+
+        def recording_run(code, stdin="", limits=None):
+            ran.add((code, stdin, limits or sandbox.limits))
+            return run(code, stdin, limits)
+
+        def recording_prefetched(jobs, limits=None):
+            planned.update((code, stdin, limits or sandbox.limits) for code, stdin in jobs)
+            return prefetched(jobs, limits)
+
+        def play(prefetch):
+            code_env._ANALYSES.clear()  # each run computes the mutation analysis and its kill sets itself
+            sandbox.run, sandbox.prefetched = (run, recording_prefetched) if prefetch else (recording_run, prefetched)
+            tasks = [Task(f"code/{i}", partial(code_v0.raw_env, problems=[problem], max_turns=2, time_limit_s=0.5, sandbox=sandbox),
+                          seed=i, options={"instance": CodeInstance(problem, i)}) for i in range(2)]
+            return rollout(tasks, plan, engine(_coder_or_tester_reply), sigma={"coder": "c", "tester": "t"},
+                           sampling=SamplingParams(seed=0), prefetch=prefetch)
+
+        before, after = play(False), play(True)
+    assert before.stats["prefetched_calls"] == 0 and after.stats["prefetched_calls"] > 0
+    # Every prefetched run is one the steps make (same program, input and limits), the mutation batches included;
+    # left to the steps: the mutation analysis (once per problem, at the first tester step) and waves of one run.
+    assert planned <= ran and any(code == HARNESS for code, _, _ in planned)
+    assert len(ran - planned) <= 3, (len(ran), len(planned))
+    fields = lambda s: (s.sample_id, s.episode_id, s.decision_id, s.candidate, s.role, s.step, s.text, s.reward, s.info,
+                        s.messages)
+    assert [fields(s) for s in after.samples] == [fields(s) for s in before.samples]
+    assert [(e.episode_id, e.returns, e.success, e.final_infos) for e in after.episodes] == \
+        [(e.episode_id, e.returns, e.success, e.final_infos) for e in before.episodes]
+    statuses = {s.info.get("code_status") for s in after.samples if s.role == "coder"}
+    assert {"ok", "smoke_failed", "syntax_error", "no_code"} <= statuses
+    assert {s.info.get("test_valid") for s in after.samples if s.role == "tester"} == {True, False}
+
+
+def test_rollout_timings_split_its_wall_time():
+    """Engine calls, environment work and tool waits are timed apart (`Rollout.timings`); never more than the rollout."""
+    from llm_marl_envs.sandbox import Sandbox
+
+    with Sandbox(workers=2) as sandbox:
+        tasks = make_tasks("plan_path", seeds=[0, 1], env_kwargs={"max_turns": 2, "height": 5, "width": 5, "sandbox": sandbox})
+        out = rollout(tasks, tree(K=2), engine(_tool_or_planner_reply), sigma=SIGMA, sampling=SamplingParams(seed=0))
+    timings = out.timings
+    assert set(timings) == {"generate_s", "env_s", "tool_s", "rollout_s"} and min(timings.values()) >= 0
+    assert timings["generate_s"] + timings["env_s"] + timings["tool_s"] <= timings["rollout_s"]
+    assert timings["tool_s"] > 0  # the tool's programs ran in the sandbox
+
+
+def test_step_time_parts_add_up_to_the_step():
+    from llm_marl.signal import step_line
+    from llm_marl.step_time import PARTS, step_time_metrics
+
+    metrics = step_time_metrics(10.0, {"generate_s": 6.0, "env_s": 0.25, "tool_s": 0.5, "rollout_s": 7.0}, credit_s=0.25, update_s=2.5)
+    assert list(metrics) == [f"perf/{part}_s" for part in PARTS] and metrics["perf/other_s"] == 0.5
+    assert sum(metrics.values()) == 10.0
+    line = step_line(1, 2, {"perf/step_s": 10.0, **metrics})
+    assert line.endswith("10.0 s (generate 6.0, env 0.2, tool 0.5, credit 0.2, update 2.5, other 0.5)")
+    assert step_time_metrics(1.0, {}, credit_s=0.0, update_s=0.5)["perf/other_s"] == 0.5  # rollout workers: not split

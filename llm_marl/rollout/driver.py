@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import partial
@@ -24,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from llm_marl.engines.base import Engine, GenerationRequest, GenerationResult, SamplingParams
+from llm_marl_envs.core.clock import tool_seconds, tool_wait
 
 from .plans import Branch, Decision, SamplingPlan
 from .samples import Episode, Rollout, Sample
@@ -224,8 +226,8 @@ class Turn:
 @contextlib.contextmanager
 def _prefetched_runs(turns: list[tuple[Any, ...]], stats: dict[str, int]) -> Iterator[None]:
     """Run the tool calls (sandboxed programs, searches) every reply of this wave will make,
-    concurrently, grouped by runtime."""
-    jobs: dict[int, tuple[Any, list[tuple[str, str]]]] = {}
+    concurrently, grouped by runtime (and by the options of `runtime.prefetched`, e.g. a sandbox's limits)."""
+    jobs: dict[tuple[int, tuple[tuple[str, Any], ...]], tuple[Any, dict[str, Any], list[Any]]] = {}
     for branch, agent, _obs, _adapter, _prompt_ids, replies in turns:
         planned = getattr(getattr(branch.env, "unwrapped", branch.env), "planned_calls", None)
         if planned is None or branch.error is not None:
@@ -235,14 +237,40 @@ def _prefetched_runs(turns: list[tuple[Any, ...]], stats: dict[str, int]) -> Ite
                 calls = planned(agent, reply.text)
             except Exception:  # noqa: BLE001 -- the step itself will meet (and record) the same failure
                 continue
-            for runtime, job in calls:
-                jobs.setdefault(id(runtime), (runtime, []))[1].append(job)
+            for runtime, job, *rest in calls:
+                options = dict(rest[0]) if rest else {}
+                key = (id(runtime), tuple(sorted(options.items())))
+                jobs.setdefault(key, (runtime, options, []))[2].append(job)
     with contextlib.ExitStack() as stack:
-        for runtime, runtime_jobs in jobs.values():
+        for runtime, options, runtime_jobs in jobs.values():
             if len(runtime_jobs) > 1:  # one call gains nothing from running early
-                stack.enter_context(runtime.prefetched(runtime_jobs))
+                with tool_wait():
+                    stack.enter_context(runtime.prefetched(runtime_jobs, **options))
                 stats["prefetched_calls"] += len(runtime_jobs)
         yield
+
+
+class _Clock:
+    """Where a rollout's wall time goes (`Rollout.timings`): engine calls, environment work (reset,
+    observe, plan decisions, fork, step, `planned_calls`) and tool waits (`llm_marl_envs.core.clock`,
+    the prefetched runs included), measured with `perf_counter` around each stretch, never per token."""
+
+    def __init__(self) -> None:
+        self.start, self.tool_start = time.perf_counter(), tool_seconds()
+        self.generate_s = self.env_s = 0.0
+
+    @contextlib.contextmanager
+    def env(self) -> Iterator[None]:
+        """Environment work; the tool waits inside it are counted as tool time instead."""
+        t, tool = time.perf_counter(), tool_seconds()
+        try:
+            yield
+        finally:
+            self.env_s += (time.perf_counter() - t) - (tool_seconds() - tool)
+
+    def timings(self) -> dict[str, float]:
+        return {"generate_s": self.generate_s, "env_s": self.env_s, "tool_s": tool_seconds() - self.tool_start,
+                "rollout_s": time.perf_counter() - self.start}
 
 
 def _wave_sampling(sampling: SamplingParams, wave: int) -> SamplingParams:
@@ -274,31 +302,34 @@ def rollout(tasks: list[Task], plan: SamplingPlan, engine: Engine, sigma: Sigma 
     if len(set(ids)) != len(ids):
         raise ValueError(f"task ids must be unique (they are the group keys' environment instance): {ids}")
     rec = _Recorder()
+    clock = _Clock()
     stats = {"waves": 0, "prefetched_calls": 0, "engine_calls": 0, "requests": 0, "completions": 0, "fixed_replies": 0,
              "counterfactual_completions": 0, "counterfactual_fixed_replies": 0, "counterfactual_episodes": 0}
     live: list[Branch] = []
-    for task in tasks:
-        env = task.make_env()
-        env.reset(seed=task.seed, options=dict(task.options))
-        _settle(env)
-        live.extend(plan.start(task, env))
+    with clock.env():
+        for task in tasks:
+            env = task.make_env()
+            env.reset(seed=task.seed, options=dict(task.options))
+            _settle(env)
+            live.extend(plan.start(task, env))
 
     wave = 0
     while live:
         pending: list[tuple[Branch, str, dict[str, Any], str | None, Decision]] = []
         queue = list(live)
-        while queue:
-            branch = queue.pop(0)
-            if branch.error is not None or is_done(branch.env) or branch.steps >= max_steps:
-                episode = rec.finish(branch, cut=branch.error is not None or not is_done(branch.env))
-                queue.extend(plan.finished(branch, episode))  # replays join this very wave
-                continue
-            agent = branch.env.agent_selection
-            obs = branch.env.observe(agent)
-            if not isinstance(obs, Mapping) or "messages" not in obs:
-                raise ValueError(f"{type(branch.env).__name__}.observe must return {{'messages': [...], 'turn': int}}")
-            decision = plan.decide(branch, agent, obs)
-            pending.append((branch, agent, obs, None if decision.reference else adapter_of(agent), decision))
+        with clock.env():
+            while queue:
+                branch = queue.pop(0)
+                if branch.error is not None or is_done(branch.env) or branch.steps >= max_steps:
+                    episode = rec.finish(branch, cut=branch.error is not None or not is_done(branch.env))
+                    queue.extend(plan.finished(branch, episode))  # replays join this very wave
+                    continue
+                agent = branch.env.agent_selection
+                obs = branch.env.observe(agent)
+                if not isinstance(obs, Mapping) or "messages" not in obs:
+                    raise ValueError(f"{type(branch.env).__name__}.observe must return {{'messages': [...], 'turn': int}}")
+                decision = plan.decide(branch, agent, obs)
+                pending.append((branch, agent, obs, None if decision.reference else adapter_of(agent), decision))
         if not pending:
             break
         requests = [
@@ -308,7 +339,9 @@ def rollout(tasks: list[Task], plan: SamplingPlan, engine: Engine, sigma: Sigma 
         ]
         by_index: dict[int, GenerationResult] = {}
         if requests:
+            t = time.perf_counter()
             results = engine.generate(requests, _wave_sampling(sampling, wave))
+            clock.generate_s += time.perf_counter() - t
             stats["engine_calls"] += 1
             if len(results) != len(requests):
                 raise RuntimeError(f"{type(engine).__name__}.generate returned {len(results)} results for {len(requests)} requests")
@@ -334,7 +367,7 @@ def rollout(tasks: list[Task], plan: SamplingPlan, engine: Engine, sigma: Sigma 
                     stats["counterfactual_fixed_replies"] += len(replies)
             turns.append((branch, agent, obs, adapter, prompt_ids, replies))
         live = []
-        with _prefetched_runs(turns if prefetch else [], stats):
+        with clock.env(), _prefetched_runs(turns if prefetch else [], stats):
             for branch, agent, obs, adapter, prompt_ids, replies in turns:
                 live.extend(plan.expand(Turn(rec, branch, agent, obs, adapter, prompt_ids, replies)))
         wave += 1
@@ -348,4 +381,4 @@ def rollout(tasks: list[Task], plan: SamplingPlan, engine: Engine, sigma: Sigma 
     stats["cut_episodes"] = sum(ep.cut for ep in rec.episodes)
     stats["env_errors"] = sum(ep.error is not None for ep in rec.episodes)
     stats["counterfactual_episodes"] = sum(ep.counterfactual is not None for ep in rec.episodes)
-    return Rollout(samples=rec.samples, episodes=rec.episodes, stats=stats)
+    return Rollout(samples=rec.samples, episodes=rec.episodes, stats=stats, timings=clock.timings())

@@ -92,6 +92,11 @@ class Rollout:
     episodes: list[Episode]
     stats: dict[str, float] = field(default_factory=dict)
     """waves, engine_calls, requests, completions, samples, episodes, cut_episodes."""
+    timings: dict[str, float] = field(default_factory=dict)
+    """Wall seconds of the rollout (`rollout_s`) and of its parts: engine calls (`generate_s`),
+    environment work (`env_s`) and tool waits (`tool_s`, sandboxed programs and searches, prefetched
+    ones included); the rest is the driver's own bookkeeping. Empty for a rollout merged from
+    rollout workers' shards."""
 
     def episode(self, episode_id: str) -> Episode:
         for ep in self.episodes:

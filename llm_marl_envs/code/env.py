@@ -124,7 +124,7 @@ from .mutation import MutationAnalysis, analyse
 from .parse import parse_code, parse_test
 from .problems import Problem, TestCase, check_unique, load_problems, with_newline
 from .prompts import TestRun, TurnRecord
-from .runner import RunCache, outputs_match, passes, program_limits, run_program, run_trusted
+from .runner import RunCache, outputs_match, passes, program_jobs, program_limits, run_program, run_trusted
 
 LAMBDA_CODE = 0.5
 CODER_COEF = {"build": 0.10, "run": 0.10, "nr": 0.80}
@@ -370,6 +370,50 @@ class raw_env(TextAECEnv):
     def _limits(self):
         return program_limits(self.sandbox, self.time_limit_s)
 
+    def _reference_limits(self):
+        return program_limits(self.sandbox, max(self.time_limit_s, 2.0))
+
+    def _smoke_inputs(self, golden: tuple[TestCase, ...]) -> list[str]:
+        return [ex.input for ex in self.problem.examples] or [golden[0].input]
+
+    def _updated_suite(self, test: TestCase | None) -> tuple[list[TestCase], str]:
+        """The tester's suite after `test`: a test with the input of an earlier one replaces it."""
+        suite = list(self.suite)
+        if test is None:
+            return suite, ""
+        same = next((i for i, t in enumerate(suite) if t.input.split() == test.input.split()), None)
+        if same is None:
+            suite.append(test)
+            return suite, f"added test {len(suite)}"
+        suite[same] = test
+        return suite, f"replaced test {same + 1} (same input)"
+
+    def planned_calls(self, agent: str, reply: str) -> list[tuple[Any, tuple[Any, ...]]]:
+        """The sandbox runs `step(reply)` makes that are not cached yet: the coder's program on the
+        golden and smoke inputs; for the tester, code_k on the updated suite, the reference on the new
+        test's input and the mutation batches that input needs (see `_play_coder`, `_play_tester`)."""
+        if agent == "coder":
+            code, _ = parse_code(reply)
+            if code is None or compile_error(code) is not None:
+                return []
+            golden = self.golden()
+            runs = [(job, self._limits()) for job in program_jobs(code, [t.input for t in golden] + self._smoke_inputs(golden),
+                                                                  self._limits(), self._cache)]
+        else:
+            test, _ = parse_test(reply)
+            suite, _ = self._updated_suite(test)
+            runs = []
+            if self.code is not None and self.code_compiles:
+                runs += [(job, self._limits()) for job in program_jobs(self.code, [t.input for t in suite], self._limits(), self._cache)]
+            if test is not None and (test.input, test.output) not in self._checks and self.problem.reference is not None:
+                reference, limits = self.problem.reference, self._reference_limits()
+                runs += [(job, limits) for job in program_jobs(reference, [test.input], limits, self._cache)]
+                analysis = self.analysis()
+                if analysis is not None and analysis.available:
+                    runs += [((code, stdin), limits) for code, stdin, limits in
+                             analysis.planned_kills(self.sandbox, reference, test.input, max(self.time_limit_s, 2.0))]
+        return [(self.sandbox, job, {"limits": limits}) for job, limits in runs]
+
     def _play_coder(self, reply: str) -> Play:
         """Coder terms (A.1.2): build, run (smoke subset), nr (non-regression on G_{k-1})."""
         golden = self.golden()
@@ -384,7 +428,7 @@ class raw_env(TextAECEnv):
             else:
                 status, error = "syntax_error", f"the program does not compile: {type(exc).__name__}: {exc}"[:300]
         if build:
-            smoke = [ex.input for ex in self.problem.examples] or [golden[0].input]
+            smoke = self._smoke_inputs(golden)
             results = run_program(self.sandbox, code, [t.input for t in golden] + smoke, self._limits(), self._cache)
             golden_pass = [passes(r, t.output) for r, t in zip(results, golden)]
             failed = [r for r in results[len(golden):] if not r.ok]
@@ -420,7 +464,7 @@ class raw_env(TextAECEnv):
             analysis = self.analysis()
             with ThreadPoolExecutor(2) as pool:
                 process = pool.submit(run_program, self.sandbox, self.problem.reference, [test.input],
-                                      program_limits(self.sandbox, max(self.time_limit_s, 2.0)), self._cache)
+                                      self._reference_limits(), self._cache)
                 batch = pool.submit(analysis.kills, self.sandbox, self.problem.reference, test.input, max(self.time_limit_s, 2.0)) \
                     if analysis is not None and analysis.available else None
                 first = process.result()[0]
@@ -441,16 +485,9 @@ class raw_env(TextAECEnv):
         """Tester terms (A.1.2): valid (this turn's test), cov = min(1, MutScore/τ_mut) over the suite."""
         test, error = parse_test(reply)
         check: TestCheck | None = None
+        self.suite, note = self._updated_suite(test)
         if test is None:
             note = f"no parsable test ({error})"
-        else:
-            same = next((i for i, t in enumerate(self.suite) if t.input.split() == test.input.split()), None)
-            if same is None:
-                self.suite.append(test)
-                note = f"added test {len(self.suite)}"
-            else:
-                self.suite[same] = test
-                note = f"replaced test {same + 1} (same input)"
         with ThreadPoolExecutor(1) as background:
             # code_k on the suite (the stopping rule) runs while the test is checked.
             suite_runs = background.submit(self._run_suite)

@@ -27,8 +27,8 @@ import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from ..sandbox import Sandbox
-from .runner import run_batch
+from ..sandbox import Sandbox, SandboxLimits
+from .runner import batch_job, run_batch
 
 OPERATORS = ("comparison", "boundary", "arithmetic", "constant", "boolean", "return")
 MAX_MUTANTS = 60
@@ -220,18 +220,32 @@ class MutationAnalysis:
             self._kills[stdin] = value
         return value
 
+    def planned_kills(self, sandbox: Sandbox, reference: str, stdin: str, time_limit_s: float) -> list[tuple[str, str, SandboxLimits]]:
+        """The sandbox runs (code, stdin, limits) that `kills` would make now on `stdin`: none once it is
+        cached (a harness that dies is retried mutant by mutant, which is not planned)."""
+        with self._lock:
+            if stdin in self._kills:
+                return []
+        return [batch_job(sandbox, [reference, *group], [stdin], reference_timeout=time_limit_s, stop_at_first_kill=False)
+                for group in _groups(sandbox, [m.source for m in self.mutants])]
+
     def score(self, killed: set[int] | frozenset[int]) -> float:
         """MutScore: the fraction of (non-equivalent) mutants killed."""
         return len(killed) / len(self.mutants) if self.mutants else 0.0
+
+
+def _groups(sandbox: Sandbox, mutants: list[str]) -> list[list[str]]:
+    """The mutants split into one harness batch per sandbox worker (batches of 8 or more)."""
+    chunks = max(1, min(sandbox.n_workers, len(mutants) // 8 or 1))
+    size = -(-len(mutants) // chunks) if mutants else 0
+    return [mutants[i:i + size] for i in range(0, len(mutants), size)] if mutants else [[]]
 
 
 def _kill_matrix(sandbox: Sandbox, reference: str, mutants: list[str], inputs: list[str], time_limit_s: float,
                  stop: bool) -> tuple[list[tuple[str, str]], list[list[int | None]]] | None:
     """Reference outputs and kill rows, splitting the batch across workers; a batch whose harness
     dies is retried one mutant per process, and a mutant that kills its harness counts as killed."""
-    chunks = max(1, min(sandbox.n_workers, len(mutants) // 8 or 1))
-    size = -(-len(mutants) // chunks) if mutants else 0
-    groups = [mutants[i:i + size] for i in range(0, len(mutants), size)] if mutants else [[]]
+    groups = _groups(sandbox, mutants)
 
     def batch(group: list[str]):
         return run_batch(sandbox, [reference, *group], inputs, reference_timeout=time_limit_s, stop_at_first_kill=stop)

@@ -23,6 +23,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, replace
 from typing import Any
 
+from ..core.clock import tool_wait
 from ..sandbox import ExecResult, Sandbox, SandboxLimits
 
 MARK = "@@llm_marl_harness@@"
@@ -74,6 +75,11 @@ class RunCache:
         h = lambda s: hashlib.sha256(s.encode("utf-8", "surrogatepass")).hexdigest()  # noqa: E731
         return h(code), h(stdin), (limits.wall_time_s, limits.cpu_time_s, limits.memory_mb, limits.output_bytes)
 
+    def __contains__(self, key: tuple) -> bool:
+        """Whether `key` has a result (counts no hit and keeps the LRU order)."""
+        with self._lock:
+            return key in self._data
+
     def get(self, key: tuple) -> ExecResult | None:
         with self._lock:
             result = self._data.get(key)
@@ -88,6 +94,13 @@ class RunCache:
             self._data.move_to_end(key)
             while len(self._data) > self.max_entries:
                 self._data.popitem(last=False)
+
+
+def program_jobs(code: str, inputs: list[str], limits: SandboxLimits, cache: RunCache | None = None) -> list[tuple[str, str]]:
+    """The sandbox runs (code, stdin) that `run_program` would make now under `limits`: one per
+    distinct input that `cache` has no result for, in the order it makes them."""
+    stdins = dict.fromkeys(inputs)
+    return [(code, s) for s in stdins if cache is None or RunCache.key(code, s, limits) not in cache]
 
 
 def run_program(sandbox: Sandbox, code: str, inputs: list[str], limits: SandboxLimits,
@@ -106,7 +119,8 @@ def run_program(sandbox: Sandbox, code: str, inputs: list[str], limits: SandboxL
         if cache is not None:
             with cache._lock:
                 cache.misses += len(stdins)
-        fresh = sandbox.run_many([(code, s) for s in stdins], limits)
+        with tool_wait():
+            fresh = sandbox.run_many([(code, s) for s in stdins], limits)
         for stdin, result in zip(stdins, fresh):
             if cache is not None:
                 cache.put(RunCache.key(code, stdin, limits), result)
@@ -246,6 +260,19 @@ def run_batch(sandbox: Sandbox, programs: list[str], inputs: list[str], *, refer
     slow mutants into killed ones). Returns None if the harness process failed (the caller splits
     the batch).
     """
+    code, stdin, limits = batch_job(sandbox, programs, inputs, reference_timeout=reference_timeout, timeout_factor=timeout_factor,
+                                    min_timeout=min_timeout, max_timeout=max_timeout, stop_at_first_kill=stop_at_first_kill,
+                                    output_cap=output_cap)
+    with tool_wait():
+        result = sandbox.run(code, stdin, limits)
+    return parse_batch(result)
+
+
+def batch_job(sandbox: Sandbox, programs: list[str], inputs: list[str], *, reference_timeout: float,
+              timeout_factor: float = 10.0, min_timeout: float = 0.02, max_timeout: float = 1.0,
+              stop_at_first_kill: bool = False, output_cap: int = 1 << 20) -> tuple[str, str, SandboxLimits]:
+    """The sandbox run (code, stdin, limits) of `run_batch` with these arguments: the harness, its job, and
+    limits that cover every run of the batch."""
     job: dict[str, Any] = {
         "programs": programs, "inputs": inputs, "reference_timeout": reference_timeout,
         "timeout_factor": timeout_factor, "min_timeout": min_timeout, "max_timeout": max_timeout,
@@ -258,8 +285,7 @@ def run_batch(sandbox: Sandbox, programs: list[str], inputs: list[str], *, refer
         memory_mb=max(base.memory_mb, 512), output_bytes=max(base.output_bytes, 2 * output_cap * max(1, len(inputs)) + 65_536),
         file_bytes=base.file_bytes,
     )
-    result = sandbox.run(HARNESS, json.dumps(job), limits)
-    return parse_batch(result)
+    return HARNESS, json.dumps(job), limits
 
 
 def parse_batch(result: ExecResult) -> BatchResult | None:
@@ -279,4 +305,6 @@ def run_trusted(sandbox: Sandbox, program: str, inputs: list[str], time_limit_s:
     if batch is not None:
         return batch.reference
     limits = program_limits(sandbox, time_limit_s)
-    return [(r.status, r.stdout) for r in sandbox.run_many([(program, s) for s in inputs], limits)]
+    with tool_wait():
+        results = sandbox.run_many([(program, s) for s in inputs], limits)
+    return [(r.status, r.stdout) for r in results]

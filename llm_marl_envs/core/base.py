@@ -123,9 +123,12 @@ class TextAECEnv(AECEnv):
 
     def planned_calls(self, agent: str, reply: str) -> list[tuple[Any, tuple[Any, ...]]]:
         """The tool-runtime calls that `step(reply)` by `agent` would make now, as (runtime, job):
-        a sandbox's (code, stdin) under its own limits, a search runtime's (tool, arguments). A driver
-        may run the calls of many branches at once (`runtime.prefetched(jobs)`) before stepping the
-        branches one by one; a wrong guess only costs time. Default: none."""
+        a sandbox's (code, stdin) under its own limits, a search runtime's (tool, arguments); or as
+        (runtime, job, options), the keyword arguments of `runtime.prefetched` that the call is made
+        with (`{"limits": limits}` for a sandbox run under other limits). A driver may run the calls of
+        many branches at once (`runtime.prefetched(jobs, **options)`) before stepping the branches one
+        by one; a wrong guess only costs time. Default: none. Wrap the calls `step` makes in
+        `core.clock.tool_wait()`, so that the trainer counts them as tool time."""
         return []
 
     # ------------------------------------------------------------------ counterfactual baselines

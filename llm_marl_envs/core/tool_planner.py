@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from .base import Message, Play, TextAECEnv
+from .clock import tool_wait
 from .rewards import RewardBreakdown
 from .text import compile_error, extract_code, extract_final_answer, format_moves, parse_moves
 
@@ -172,7 +173,8 @@ class ToolPlannerEnv(TextAECEnv):
         if exc is not None:
             # Not worth a process: report like the interpreter would.
             return ToolRun(code=code, status="error", output=f"{_error_name(exc)}: {exc}", error="program does not compile")
-        result = self.sandbox.run(code)
+        with tool_wait():
+            result = self.sandbox.run(code)
         output = result.stdout if result.ok else (result.stdout + result.stderr)
         shown = output[-_SHOWN_OUTPUT_CHARS:]
         if not result.ok:

@@ -110,6 +110,7 @@ from typing import Any, Literal
 
 
 from ..core.base import MASKED, Message, Play, TextAECEnv
+from ..core.clock import tool_wait
 from ..core.rewards import RewardBreakdown
 from ..search.corpus import Question
 from ..search.judge import JudgeConfig, judge
@@ -283,7 +284,8 @@ class raw_env(SearchSourced, TextAECEnv):
             error = f"unknown tool {call.tool!r}; use one of {', '.join(TOOL_SCHEMAS)}"
         if error is not None:
             return {**call.to_json(), "status": "parse_error", "valid": False, "error": error}, None
-        result = self.runtime.call(call.tool, call.arguments)
+        with tool_wait():
+            result = self.runtime.call(call.tool, call.arguments)
         record = {**result.to_json(), "server": call.server, "arguments": call.arguments,
                   "valid": result.status != "tool_error", "error": result.error or None}
         return record, result

@@ -90,6 +90,7 @@ from typing import Any, Literal
 
 
 from ..core.base import Message, Play, TextAECEnv
+from ..core.clock import tool_wait
 from ..core.rewards import RewardBreakdown
 from ..search.corpus import Question
 from ..search.runtime import SearchRuntime
@@ -179,7 +180,8 @@ class raw_env(SearchSourced, TextAECEnv):
     def _retrieve(self, sub_queries: tuple[str, ...]) -> list[dict[str, str]]:
         """10 distinct passages split across the sub-queries (MMOA-RAG: 1:[10], 2:[5,5], 3:[4,3,3], 4:[3,3,2,2])."""
         quota = SPLITS[len(sub_queries)]
-        results = self.runtime.call_many(self._retrieval_calls(sub_queries))
+        with tool_wait():
+            results = self.runtime.call_many(self._retrieval_calls(sub_queries))
         taken: set[str] = set()
         out: list[dict[str, str]] = []
         for query, n, result in zip(sub_queries, quota, results):

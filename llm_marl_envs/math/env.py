@@ -111,6 +111,7 @@ from typing import Any, Literal
 import numpy as np
 
 from ..core.base import Message, Play, TextAECEnv
+from ..core.clock import tool_wait
 from ..core.instances import split_of
 from ..core.rewards import RewardBreakdown
 from ..core.text import compile_error, extract_code
@@ -265,7 +266,8 @@ class raw_env(TextAECEnv):
             # Not worth a process: report it like the interpreter would.
             return ToolAttempt(code, "syntax_error", f"{type(exc).__name__}: {exc}", None, "program does not compile",
                                fmt=False, ran_ok=False, correct=False)
-        result = self.sandbox.run(code)
+        with tool_wait():
+            result = self.sandbox.run(code)
         output = result.stdout if result.ok else result.stdout + result.stderr
         answer = extract_printed_answer(result.stdout) if result.ok else None
         if not result.ok:
