@@ -231,7 +231,7 @@ def test_the_guard_cannot_be_steered_through_globals():
         import _guard
     finally:
         sys.path.pop(0)
-    hook = next(c for c in _guard.install.__code__.co_consts if isinstance(c, types.CodeType) and c.co_name == "hook")
+    hook = next(c for c in _guard.make_hook.__code__.co_consts if isinstance(c, types.CodeType) and c.co_name == "hook")
     lookups = [i.argval for i in dis.get_instructions(hook) if i.opname in ("LOAD_GLOBAL", "LOAD_NAME")]
     assert lookups == []
     assert not [c for c in hook.co_consts if isinstance(c, types.CodeType)], "the hook must not call Python helpers"

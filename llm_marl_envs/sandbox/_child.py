@@ -1,11 +1,16 @@
 """The forked child: confine this process and leave nothing of the sandbox reachable (fork server
 side, standard library only).
 
+What is the same for every run is done once, in the fork server before its first fork
+(`prepare_server`): the program's environment, the sandbox's modules forgotten, the standard
+streams built, the audit hook made. A child inherits all of it, so what it still does itself is
+only what differs per run or per process.
+
 The fork server returns from every one of its functions in the child (see `_server`), so `enter`
 runs with nothing below it but the server's module frame. It sets the limits, makes the process
-die with the server, prepares the interpreter the program will see, clears the server's globals,
-forgets the sandbox's modules, and installs the audit hook last; `_run.run` then executes the
-program with only that (now empty) module frame below it. What stays in memory but unreachable
+die with the server, gives the program its own `__main__`, clears the server's globals and
+installs the audit hook last; `_run.run` then executes the program with only that (now empty)
+module frame below it. What stays in memory but unreachable
 (the hook's closure, this module) could be found only through gc.get_objects, gc.get_referrers and
 the like, which the hook refuses; the sandbox defines no class in the fork server, so subclass
 walks find nothing of it either.
@@ -51,7 +56,7 @@ def enter(forked: tuple | None) -> tuple:
     (`forked` is None), exit."""
     if forked is None:
         raise SystemExit(0)
-    job, policy, stdin_fd, stdout_fd, stderr_fd, lifeline_fd = forked
+    job, policy, prepared, stdin_fd, stdout_fd, stderr_fd, lifeline_fd = forked
     try:
         os.setsid()
         for fd, target in ((stdin_fd, 0), (stdout_fd, 1), (stderr_fd, 2), (lifeline_fd, LIFELINE_FD)):
@@ -60,13 +65,14 @@ def enter(forked: tuple | None) -> tuple:
         _set_limits(job["limits"], no_processes=policy["no_processes"])
         os.chdir(policy["run_dir"])
         os.closerange(LIFELINE_FD + 1, 1 << 16)
-        streams = _prepare_interpreter(job["code"], policy)
+        namespace = _prepare_interpreter(job["code"], prepared["streams"])
         if job.get("guard", True):  # off only for tests of the kernel layers alone
-            _guard.install(policy["run_dir"], policy)
+            sys.addaudithook(prepared["hook"])
     except BaseException as exc:  # report, never run the program half-confined
         os.write(2, f"{SETUP_MARK}{exc!r}\n".encode())
         os._exit(SETUP_FAILED_EXIT)
-    return (job["code"], *streams, policy["blocked_modules"], _guard.MARK, _guard.BLOCKED_EXIT)
+    return (job["code"], namespace, *prepared["streams"][1:], policy["blocked_modules"], _guard.MARK,
+            _guard.BLOCKED_EXIT)
 
 
 def _die_with_server(fd: int) -> None:
@@ -92,8 +98,10 @@ def _set_limits(limits: dict, *, no_processes: bool) -> None:
         resource.setrlimit(resource.RLIMIT_NPROC, (0, 0))
 
 
-def _prepare_interpreter(source: str, policy: dict) -> tuple:
-    """The interpreter as the program sees it; returns (namespace, stdout, stderr)."""
+def prepare_server(policy: dict) -> dict:
+    """In the fork server, once, before its first fork: the part of a program's interpreter that
+    is the same in every run, which each child then inherits instead of building it again.
+    Returns {"streams": (stdin, stdout, stderr), "hook": the audit hook, not installed}."""
     sys.dont_write_bytecode = True  # no .pyc writes into the (read-only) installation
     run_dir = policy["run_dir"]
     os.environ.clear()
@@ -101,30 +109,40 @@ def _prepare_interpreter(source: str, policy: dict) -> tuple:
     import tempfile  # noqa: PLC0415 (imported by the server long before; here so that this module does not)
 
     tempfile.tempdir = run_dir
-    server_globals = sys.modules["__main__"].__dict__
     _forget_the_sandbox(policy)
+    sys.path[:] = [p for p in sys.path if p and os.path.isabs(p)]
+    # Standard streams on descriptors 0-2, which a child points at its own pipes before it uses
+    # them (built here, they hold no data: the server speaks through sys.stdin/sys.stdout).
+    stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8", errors="replace",
+                              line_buffering=True)  # a killed program keeps its complete lines
+    stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding="utf-8", errors="backslashreplace",
+                              write_through=True)
+    stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False), encoding="utf-8", errors="replace")
+    return {"streams": (stdin, stdout, stderr), "hook": _guard.make_hook(run_dir, policy)}
+
+
+def _prepare_interpreter(source: str, streams: tuple) -> dict:
+    """The interpreter as the program sees it (what `prepare_server` left to do per run);
+    returns the program's namespace."""
+    server_globals = sys.modules["__main__"].__dict__
     signal.signal(signal.SIGINT, signal.default_int_handler)  # the server ignores it
     main = types.ModuleType("__main__")
     main.__dict__["__builtins__"] = builtins
     sys.modules["__main__"] = main
     sys.argv = sys.orig_argv = ["main.py"]
-    sys.path[:] = [p for p in sys.path if p and os.path.isabs(p)]
-    stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8", errors="replace",
-                              line_buffering=True)  # a killed program keeps its complete lines
-    stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding="utf-8", errors="backslashreplace",
-                              write_through=True)
-    sys.stdin = sys.__stdin__ = io.TextIOWrapper(io.FileIO(0, "r", closefd=False), encoding="utf-8", errors="replace")
-    sys.stdout = sys.__stdout__ = stdout
-    sys.stderr = sys.__stderr__ = stderr
+    sys.stdin = sys.__stdin__ = streams[0]
+    sys.stdout = sys.__stdout__ = streams[1]
+    sys.stderr = sys.__stderr__ = streams[2]
     # Tracebacks read the program's source through linecache: serve it from memory.
     linecache.cache.clear()
     linecache.cache["main.py"] = (len(source), None, source.splitlines(True), "main.py")
     server_globals.clear()  # the frame below the program's is the server's module: nothing left there
-    return main.__dict__, stdout, stderr
+    return main.__dict__
 
 
 def _forget_the_sandbox(policy: dict) -> None:
-    """Remove every way back to the sandbox's code from what the program can reach."""
+    """Remove every way back to the sandbox's code from what a program can reach (the server
+    keeps its modules in its own globals, which every child clears)."""
     sandbox_dir = policy["sandbox_dir"]
     for name in [n for n in sys.modules if n in _PRIVATE_MODULES]:
         del sys.modules[name]

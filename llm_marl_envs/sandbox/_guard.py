@@ -21,7 +21,7 @@ A Python-level hook shares the interpreter with the program it watches, so it is
 the program no handle on it:
 - nothing of the sandbox is reachable from the program (see `_child`): not this module, not the
   hook function, not the frames below the program;
-- everything it uses is bound when it is installed (closure cells), never looked up in module
+- everything it uses is bound when it is made (closure cells), never looked up in module
   globals or builtins at call time: the program may replace `os.path.realpath` or `builtins.any`;
 - it calls only C functions and methods of exact built-in types (path resolution is done here with
   `os.lstat`/`os.readlink`), so no program code ever runs inside it and none of its frames can be
@@ -93,8 +93,10 @@ STDIO_ALIASES = frozenset(f"{d}/{fd}" for d in ("/dev/fd", "/proc/self/fd") for 
 code); Landlock lets them through too, since pipes have no place in the file system."""
 
 
-def install(workdir: str, policy: dict) -> None:
-    """Install the hook for a program whose working directory is `workdir` (irreversible).
+def make_hook(workdir: str, policy: dict):
+    """The hook for a program whose working directory is `workdir`; `sys.addaudithook(hook)`
+    installs it (irreversible). Nothing in it depends on the process it ends up in (it asks for
+    its own pid when it needs it), so the fork server builds it once and every child installs it.
 
     `policy`: read_roots, deny_roots, read_files, write_files, extension_dirs (lists of real
     paths), blocked_modules, and two booleans: kernel_enforces_files (Landlock) and
@@ -108,7 +110,7 @@ def install(workdir: str, policy: dict) -> None:
     _startswith, _endswith, _split, _partition, _join = str.startswith, str.endswith, str.split, str.partition, "/".join
     _lstat, _readlink, _getcwd, _islink, _isdir = os.lstat, os.readlink, os.getcwd, stat.S_ISLNK, stat.S_ISDIR
     _open, _read, _close, _fstat, _rdonly = os.open, os.read, os.close, os.fstat, os.O_RDONLY | os.O_CLOEXEC
-    _write, _exit, _BaseException, _OSError = os.write, os._exit, BaseException, OSError
+    _write, _exit, _BaseException, _OSError, _getpid = os.write, os._exit, BaseException, OSError, os.getpid
     workdir = os.path.realpath(workdir)
     inside_prefix = workdir + "/"
     read_prefixes = tuple(r.rstrip("/") + "/" for r in policy["read_roots"])
@@ -118,8 +120,6 @@ def install(workdir: str, policy: dict) -> None:
     blocked_imports = frozenset(policy["blocked_modules"])
     stdio_aliases = STDIO_ALIASES
     modules_get = sys.modules.get  # the interpreter's own module dict, even if sys.modules is rebound
-    own_pids = frozenset({0, os.getpid()})
-    own_group = os.getpid()  # the child called setsid(): its process group is its pid
     mark, blocked_exit, write_flags, af_unix = MARK, BLOCKED_EXIT, _WRITE_FLAGS, _AF_UNIX
     opaque, contained = bool(policy["kernel_enforces_files"]), bool(policy["kernel_contains_code"])
     prefixes, pyc_header, recent_size = _BLOCKED_PREFIXES, _PYC_HEADER, _RECENT_PYC
@@ -174,10 +174,10 @@ def install(workdir: str, policy: dict) -> None:
                 elif not (_type(name) is _str and (name == ":memory:" or name == "")):
                     checks.append((name, need_write, None))
             elif kind == "kill":
-                if args[0] not in own_pids:
+                if args[0] != 0 and args[0] != _getpid():
                     reason = event + " of another process"
             elif kind == "killpg":
-                if args[0] != own_group and args[0] != 0:
+                if args[0] != 0 and args[0] != _getpid():  # the child called setsid(): its group is its pid
                     reason = event + " of another process group"
             elif kind == "import":
                 name, filename = args[0], args[1]
@@ -330,4 +330,4 @@ def install(workdir: str, policy: dict) -> None:
             pass
         _exit(blocked_exit)
 
-    sys.addaudithook(hook)
+    return hook

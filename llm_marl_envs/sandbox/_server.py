@@ -75,6 +75,7 @@ def main() -> tuple | None:
     out = sys.stdout
     try:
         policy = _policy(run_dir, layers)
+        prepared = _child.prepare_server(policy)
         _empty(run_dir)
     except Exception as exc:  # pragma: no cover (depends on the machine)
         out.write(json.dumps({"error": repr(exc)}) + "\n")
@@ -90,7 +91,7 @@ def main() -> tuple | None:
         out.write('{"started": true}\n')  # the job reached a live server (safe to retry if not)
         out.flush()
         try:
-            outcome, value = supervise(json.loads(line), policy)
+            outcome, value = supervise(json.loads(line), policy, prepared)
         except Exception as exc:  # the server must answer every job
             outcome, value = "result", {"stdout": "", "stderr": f"[sandbox] internal error: {exc!r}",
                                         "exit_code": None, "status": "crash"}
@@ -119,7 +120,7 @@ def _policy(run_dir: str, layers: dict) -> dict:
     }
 
 
-def supervise(job: dict, policy: dict) -> tuple[str, object]:
+def supervise(job: dict, policy: dict, prepared: dict) -> tuple[str, object]:
     """Run one job in a forked child. Returns ("result", its result) here, ("gone", None) if the
     owner went away meanwhile, and ("child", what to run) in the child."""
     in_r, in_w = os.pipe()
@@ -138,7 +139,7 @@ def supervise(job: dict, policy: dict) -> tuple[str, object]:
                 os.close(fd)
         except BaseException:
             os._exit(_child.SETUP_FAILED_EXIT)
-        return "child", (job, policy, in_r, out_w, err_w, life_r)
+        return "child", (job, policy, prepared, in_r, out_w, err_w, life_r)
     for fd in (in_r, out_w, err_w, life_r):
         os.close(fd)
     watch = _watch(pid, job, in_w, out_r, err_r)
