@@ -246,16 +246,26 @@ def _reap(watch: dict, flags: int) -> None:
 
 
 def _finish(watch: dict, lifeline: int) -> None:
-    """Kill the child's whole process group (everything it may have left is in it: its own
-    session), reap it and close the pipes."""
-    for kill in (os.killpg, os.kill):
+    """Kill the child and everything it may have left, reap it and close the pipes.
+
+    As the init of our own PID namespace, every process the run left is a child of ours once the
+    child is reaped (orphans come back to the init): none means nothing to kill, which spares the
+    supervisor the questions that each kill asks it (see `_seccomp`). Elsewhere, what the child
+    left is in its process group (its own session), which is killed whole."""
+    init = os.getpid() == 1
+    if watch["wait_status"] is None:  # still running (a limit, or the owner is gone)
+        for kill in (os.killpg, os.kill):
+            try:
+                kill(watch["pid"], signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        _reap(watch, 0)
+    elif not init:  # reaped: its pid may be reused, its process group not while anything is in it
         try:
-            kill(watch["pid"], signal.SIGKILL)
+            os.killpg(watch["pid"], signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
-    if watch["wait_status"] is None:
-        _reap(watch, 0)
-    if os.getpid() == 1:  # the init of our own PID namespace: nothing else may live in it
+    if init and _left_behind():
         _sweep()
     _close_stdin(watch)
     for fd in (watch["out_r"], watch["err_r"], watch["exit_fd"], lifeline):
@@ -263,7 +273,17 @@ def _finish(watch: dict, lifeline: int) -> None:
             os.close(fd)
 
 
+def _left_behind() -> bool:
+    """As the init of our PID namespace, with the child reaped: whether any process is left in it."""
+    try:
+        os.waitpid(-1, os.WNOHANG)  # a zombie reaped here counts as left behind too
+    except ChildProcessError:
+        return False
+    return True
+
+
 def _sweep() -> None:
+    """Kill every process in our PID namespace but ourselves, and reap them."""
     try:
         os.kill(-1, signal.SIGKILL)
     except OSError:
