@@ -31,7 +31,9 @@ import _run  # noqa: E402
 
 sys.path.pop(0)
 
-# Pre-imported so that programs start warm (a fork shares them for free).
+# Pre-imported so that programs start warm (a fork shares them). Not threading (nor queue, which
+# imports it): its at-fork hook runs in every child, which costs more than the import in the few
+# programs that use it.
 import bisect  # noqa: E402,F401
 import collections  # noqa: E402,F401
 import dataclasses  # noqa: E402,F401
@@ -51,7 +53,6 @@ import stat  # noqa: E402
 import statistics  # noqa: E402,F401
 import string  # noqa: E402,F401
 import tempfile  # noqa: E402,F401
-import threading  # noqa: E402,F401
 import time  # noqa: E402
 import typing  # noqa: E402,F401
 
