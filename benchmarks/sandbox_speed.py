@@ -1,0 +1,277 @@
+"""Sandbox speed: per-call latency of our Sandbox against PettingLLMs' fresh interpreter per
+program, side by side in one run (issue: Performance).
+
+    python benchmarks/sandbox_speed.py --peers /tmp/peers/bin/python --pettingllms /tmp/peers_src --write benchmarks.md
+
+Two programs: a trivial one (`print(1)`) and a small realistic one (a Plan-Path tool program: a
+breadth-first search on a 10x10 grid that prints the move list). Each is run one call at a time
+(sequential) and with 2 calls in flight, by:
+- ours: `Sandbox(workers=2)` with every isolation layer this machine provides (the note lists
+  them), warm: both workers are started before timing, so worker start-up is excluded;
+- the reference: PettingLLMs' code runner (`_worker_docker` in
+  `pettingllms/multi_agent_env/math/math_worker.py`, what its tool agents await): a temporary
+  folder, the program written to `script.py`, `python script.py` started with
+  `asyncio.create_subprocess_exec` (output to files, its own session, a copy of the environment),
+  waited for, its output read back, the folder removed. With `--peers PYTHON --pettingllms SRC`,
+  that interpreter imports the function from the checkout and awaits it (2 in flight: two at a
+  time under a semaphore); where it cannot be imported (its module imports `ray` at the top, and
+  some checkouts lack the file), the same steps are timed as written in its source, and the
+  output says so. Its `python` is the `--peers` interpreter (a virtual environment, like its own
+  `pettingllms_venv`);
+- bare `python -I -S -c PROGRAM` (our interpreter, no site): the least any fresh interpreter costs.
+
+Rounds alternate the runners, so a load change hits all of them; each row gives the minimum and
+the median over the rounds of the per-call time (sequential: a round's median call; 2 in flight:
+a round's wall time divided by its calls) and the ratio of the medians. The load average is
+printed before and after: the machine is shared, so absolute numbers move with it.
+No peer code is copied into the project; the peers are only imported by the `--peers` interpreter.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # our package imports numpy: no spinning BLAS threads
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout: python benchmarks/...
+
+from benchmarks._report import write_section  # noqa: E402
+from llm_marl_envs.sandbox import Sandbox  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+BFS = '''from collections import deque
+grid = ["S...#.....", ".##.#.###.", ".#..#...#.", ".#.###.#..", ".#.....#.#",
+        ".####.##..", "......#..#", ".#.#.##.#.", ".#.#....#.", "...#.##..G"]
+start = next((r, c) for r, row in enumerate(grid) for c, ch in enumerate(row) if ch == "S")
+goal = next((r, c) for r, row in enumerate(grid) for c, ch in enumerate(row) if ch == "G")
+moves = {"U": (-1, 0), "D": (1, 0), "L": (0, -1), "R": (0, 1)}
+came = {start: None}
+queue = deque([start])
+while queue:
+    cell = queue.popleft()
+    if cell == goal:
+        break
+    for name, (dr, dc) in moves.items():
+        r, c = cell[0] + dr, cell[1] + dc
+        if 0 <= r < 10 and 0 <= c < 10 and grid[r][c] != "#" and (r, c) not in came:
+            came[(r, c)] = (cell, name)
+            queue.append((r, c))
+path = []
+while came[cell] is not None:
+    cell, name = came[cell]
+    path.append(name)
+print("[" + ", ".join(reversed(path)) + "]")
+'''
+PROGRAMS = {"trivial (`print(1)`)": "print(1)", "Plan-Path tool program (BFS, 10x10)": BFS}
+EXPECTED = {"print(1)": "1\n"}
+
+# The --peers interpreter runs this: PettingLLMs' runner imported from the checkout, or (when it
+# cannot be) the same steps as its source takes them.
+REFERENCE_WORKER = r'''
+import asyncio, json, os, shutil, statistics, sys, tempfile, time
+src, programs, calls = sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3])
+how = "imported"
+try:
+    if not src:
+        raise ImportError("no --pettingllms checkout given")
+    sys.path.insert(0, src)
+    from pettingllms.multi_agent_env.math.math_worker import _worker_docker as run
+except ImportError as exc:
+    how = "re-timed (" + (str(exc) or type(exc).__name__) + ")"
+
+    async def run(script, timeout=40.0):
+        # The steps of _worker_docker: a folder under ./tmp, script.py, output files, `python
+        # script.py` in its own session with a copy of the environment, read back, folder removed.
+        os.makedirs("tmp", exist_ok=True)
+        tmpdir = os.path.abspath(tempfile.mkdtemp(prefix="pllm_exec_", dir="tmp"))
+        script_path = os.path.join(tmpdir, "script.py")
+        with open(script_path, "w", encoding="utf-8") as f:
+            f.write(script)
+        out_path, err_path = os.path.join(tmpdir, "stdout.txt"), os.path.join(tmpdir, "stderr.txt")
+        with open(out_path, "wb") as out, open(err_path, "wb") as err:
+            proc = await asyncio.create_subprocess_exec("python", script_path, stdout=out, stderr=err, cwd=tmpdir,
+                                                        env=os.environ.copy(), start_new_session=True)
+            await asyncio.wait_for(proc.wait(), timeout=timeout)
+        with open(out_path, "rb") as f:
+            stdout = f.read().decode(errors="replace")
+        with open(err_path, "rb") as f:
+            stderr = f.read().decode(errors="replace")
+        shutil.rmtree(tmpdir, ignore_errors=True)
+        return f"error: {stderr}\n\nSTDOUT:\n{stdout}" if stderr.strip() else stdout
+
+async def sequential(code):
+    times = []
+    for _ in range(calls):
+        start = time.perf_counter()
+        out = await run(code, 40.0)
+        times.append(time.perf_counter() - start)
+        assert not out.startswith(("error", "timeout")), out
+    return statistics.median(times)
+
+async def two_in_flight(code):
+    gate = asyncio.Semaphore(2)
+    async def one():
+        async with gate:
+            out = await run(code, 40.0)
+            assert not out.startswith(("error", "timeout")), out
+    start = time.perf_counter()
+    await asyncio.gather(*(one() for _ in range(calls)))
+    return (time.perf_counter() - start) / calls
+
+result = {"how": how}
+for name, code in programs.items():
+    result[name] = {"sequential": asyncio.run(sequential(code)), "two": asyncio.run(two_in_flight(code))}
+print(json.dumps(result))
+'''
+
+
+# ---------------------------------------------------------------------------- one round of each runner
+def ours(sandbox: Sandbox, calls: int) -> dict:
+    out = {}
+    for name, code in PROGRAMS.items():
+        times = []
+        for _ in range(calls):
+            start = time.perf_counter()
+            result = sandbox.run(code)
+            times.append(time.perf_counter() - start)
+            _check(result.ok and result.stdout == EXPECTED.get(code, result.stdout), result)
+        start = time.perf_counter()
+        results = sandbox.run_many([(code, "")] * calls)
+        two = (time.perf_counter() - start) / calls
+        _check(all(r.ok for r in results), results[0])
+        out[name] = {"sequential": statistics.median(times), "two": two}
+    return out
+
+
+def reference(python: str, src: str | None, calls: int) -> dict:
+    """One round in the --peers interpreter, in a scratch folder (the runner writes under ./tmp),
+    with that interpreter's folder first on PATH: its `python`."""
+    with tempfile.TemporaryDirectory(prefix="sandbox-speed-") as cwd:
+        env = {**os.environ, "PATH": str(Path(python).parent) + os.pathsep + os.environ.get("PATH", "")}
+        proc = subprocess.run([python, "-c", REFERENCE_WORKER, src or "", json.dumps(PROGRAMS), str(calls)],
+                              capture_output=True, text=True, cwd=cwd, env=env, check=False)
+    if proc.returncode != 0:
+        raise RuntimeError(f"reference worker failed:\n{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def bare(calls: int) -> dict:
+    """`python -I -S -c PROGRAM`, sequential and 2 in flight (two threads, each starting its own)."""
+    def once(code: str) -> None:
+        proc = subprocess.run([sys.executable, "-I", "-S", "-c", code], capture_output=True, check=False)
+        _check(proc.returncode == 0, proc)
+
+    out = {}
+    for name, code in PROGRAMS.items():
+        times = []
+        for _ in range(calls):
+            start = time.perf_counter()
+            once(code)
+            times.append(time.perf_counter() - start)
+        todo = iter(range(calls))
+        lock = threading.Lock()
+
+        def drain() -> None:
+            while True:
+                with lock:
+                    if next(todo, None) is None:
+                        return
+                once(code)
+
+        start = time.perf_counter()
+        threads = [threading.Thread(target=drain) for _ in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        out[name] = {"sequential": statistics.median(times), "two": (time.perf_counter() - start) / calls}
+    return out
+
+
+def _check(ok: bool, what: object) -> None:
+    if not ok:
+        raise RuntimeError(f"benchmark program failed: {what}")
+
+
+# ---------------------------------------------------------------------------- table
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1000:.2f} ms"
+
+
+def table(runs: dict[str, list[dict]]) -> str:
+    """One row per (program, mode): min / median over rounds per runner, and how many times faster
+    ours is than the reference and than a bare interpreter (medians)."""
+    have_ref = bool(runs["reference"])
+    head = "| program | calls in flight | ours: min / median |"
+    head += " PettingLLMs runner: min / median | bare `python -I -S -c`: min / median | reference / ours | bare / ours |"
+    lines = [head, "|---|---:|---:|---:|---:|---:|---:|"]
+    for name in PROGRAMS:
+        for mode, label in (("sequential", "1"), ("two", "2")):
+            cells = []
+            medians = {}
+            for runner in ("ours", "reference", "bare"):
+                values = [r[name][mode] for r in runs[runner]]
+                if values:
+                    medians[runner] = statistics.median(values)
+                    cells.append(f"{_ms(min(values))} / {_ms(medians[runner])}")
+                else:
+                    cells.append("not measured")
+            ratio_ref = f"**{medians['reference'] / medians['ours']:.1f}x**" if have_ref else "-"
+            ratio_bare = f"{medians['bare'] / medians['ours']:.1f}x"
+            lines.append(f"| {name} | {label} | {' | '.join(cells)} | {ratio_ref} | {ratio_bare} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rounds", type=int, default=3, help="alternating rounds of every runner")
+    ap.add_argument("--calls", type=int, default=60, help="calls per program, mode and runner in a round")
+    ap.add_argument("--peers", metavar="PYTHON", help="the interpreter of a scratch virtual environment outside the "
+                    "project that runs PettingLLMs' runner (and is its `python`)")
+    ap.add_argument("--pettingllms", metavar="SRC", help="a PettingLLMs checkout (github.com/pettingllms-ai/PettingLLMs); "
+                    "its runner is imported by the --peers interpreter, nothing of it is installed into the project")
+    ap.add_argument("--write", metavar="FILE", help="write the table into this markdown file's sandbox_speed section")
+    args = ap.parse_args()
+    if args.rounds < 1 or args.calls < 2:
+        ap.error("--rounds must be >= 1 and --calls >= 2")
+    load0 = os.getloadavg()
+    runs: dict[str, list[dict]] = {"ours": [], "reference": [], "bare": []}
+    how = None
+    with Sandbox(workers=2) as sandbox:
+        sandbox.run_many([("print(1)", "")] * 2)  # start both workers: start-up is not timed
+        layers = sandbox.isolation()
+        for _ in range(args.rounds):
+            runs["ours"].append(ours(sandbox, args.calls))
+            if args.peers:
+                ref = reference(args.peers, args.pettingllms, args.calls)
+                how = ref.pop("how")
+                runs["reference"].append(ref)
+            runs["bare"].append(bare(args.calls))
+    load1 = os.getloadavg()
+    body = table(runs)
+    on = ", ".join(k for k, v in layers.items() if v is True)
+    off = ", ".join(k for k, v in layers.items() if v is False) or "none"
+    note = (f"{args.rounds} alternating rounds of {args.calls} calls per program, mode and runner. Ours: 2 warm workers, "
+            f"default limits, isolation layers on: {on} (user: {layers.get('user')}); off: {off}. "
+            + (f"Reference: PettingLLMs' runner `_worker_docker`, {how}, its `python` being `{args.peers}`. "
+               if args.peers else "The reference was not measured (no `--peers`). ")
+            + f"Load average (1, 5, 15 min) before: {', '.join(f'{x:.2f}' for x in load0)}; "
+            f"after: {', '.join(f'{x:.2f}' for x in load1)}.")
+    print(body + "\n\n" + note)
+    if args.write:
+        command = "python benchmarks/sandbox_speed.py " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+        write_section(args.write, "sandbox_speed", "Sandbox speed: per-call latency against a fresh interpreter per program",
+                      command, note + "\n\n" + body)
+
+
+if __name__ == "__main__":
+    main()
