@@ -567,9 +567,13 @@ def stop_outside(outside: Outside) -> None:
 
 
 def descendants(pid: int) -> list[int]:
-    """Every process below `pid` (from /proc, any depth)."""
+    """Every process below `pid` (from /proc, any depth; one that exits meanwhile is skipped)."""
     out = []
-    for task in Path(f"/proc/{pid}/task").glob("*"):
+    try:
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+    except OSError:
+        return out
+    for task in tasks:
         try:
             children = (task / "children").read_text().split()
         except OSError:
