@@ -199,6 +199,19 @@ def test_each_run_gets_a_fresh_directory(sandbox):
     assert result.stdout == "[]\n"
 
 
+def test_what_the_server_prepares_once_is_fresh_in_every_run(one_worker):
+    """The environment, the standard streams, tempfile's directory and the audit hook are made
+    once in the fork server: what a run does to them is gone in the next run on the same worker."""
+    spoil = ("import os, sys, tempfile\nos.environ['LEAK'] = '1'\nos.environ.pop('PATH', None)\n"
+             "sys.stdout.leak = 1\nsys.stdin.leak = 1\ntempfile.tempdir = '/nowhere'\nprint('spoilt')")
+    look = ("import os, sys, tempfile\nprint(os.environ.get('LEAK'), 'PATH' in os.environ, hasattr(sys.stdout, 'leak'),"
+            " hasattr(sys.stdin, 'leak'), tempfile.gettempdir() == os.getcwd())")
+    assert one_worker.run(spoil).stdout == "spoilt\n"
+    assert one_worker.run(look).stdout == "None True False False True\n"
+    assert one_worker.run("import os\nos.kill(os.getppid(), 9)").status == "blocked"  # the hook asks for its own pid
+    assert one_worker.run("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)").status == "crash"
+
+
 def test_kernel_layers_hold_without_the_audit_hook(sandbox):
     """Defence in depth: with the audit hook switched off (a private protocol flag that only our
     process can set), the kernel itself still refuses. Each program prints "denied" when it is."""
