@@ -53,10 +53,12 @@ class TextAECEnv(AECEnv):
     metadata: ClassVar[dict[str, Any]] = {"render_modes": ["human", "ansi"], "name": "text_env_v0", "is_parallelizable": False}
     instance_namespace: ClassVar[str] = "text_env"
     """Stable name mixed into instance seeds (kept across versions unless generation changes)."""
-    fork_shared: ClassVar[tuple[str, ...]] = ("possible_agents", "observation_spaces", "action_spaces", "instance")
-    """Attributes that never change once set (during an episode or for the env's life): `fork()` shares
-    them instead of copying. A subclass adds its own (a grid, a BFS table...) by extending the tuple;
-    whatever is not listed is deep-copied, so forgetting an entry costs time, never independence."""
+    fork_shared: ClassVar[tuple[str, ...]] = ("possible_agents", "observation_spaces", "action_spaces", "state_space",
+                                              "instance")
+    """Attributes never changed in place (fixed for the episode or the env's life, or immutable values
+    that a step replaces as a whole): `fork()` shares them instead of copying. A subclass adds its own
+    (a grid, a BFS table...) by extending the tuple; whatever is not listed is deep-copied, so
+    forgetting an entry costs time, never independence."""
     fork_shallow: ClassVar[tuple[str, ...]] = ("transcript",)
     """Lists that only grow by `append` of immutable items (tuples of str and int, frozen records):
     `fork()` copies the list and shares the items."""

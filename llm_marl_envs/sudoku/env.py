@@ -129,7 +129,7 @@ class raw_env(ToolPlannerEnv):
     has_global_state = True  # state(): the board as text
     instance_namespace = "sudoku"
     prompts = prompts
-    fork_shared = (*ToolPlannerEnv.fork_shared, "shape", "clues")
+    fork_shared = (*ToolPlannerEnv.fork_shared, "shape", "clues", "grid")
 
     def __init__(self, mode: Mode = "mas", max_turns: int = 4, size: int = 4, box_rows: int | None = None,
                  box_cols: int | None = None, min_clues: int = 0, max_removals: int | None = None,
