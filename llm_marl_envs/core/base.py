@@ -59,9 +59,10 @@ class TextAECEnv(AECEnv):
     that a step replaces as a whole): `fork()` shares them instead of copying. A subclass adds its own
     (a grid, a BFS table...) by extending the tuple; whatever is not listed is deep-copied, so
     forgetting an entry costs time, never independence."""
-    fork_shallow: ClassVar[tuple[str, ...]] = ("transcript",)
-    """Lists that only grow by `append` of immutable items (tuples of str and int, frozen records):
-    `fork()` copies the list and shares the items."""
+    fork_shallow: ClassVar[tuple[str, ...]] = ("transcript", "agents", "rewards", "_cumulative_rewards", "terminations",
+                                               "truncations")
+    """Lists and dicts whose items are immutable (str, numbers, tuples of them, frozen records):
+    `fork()` copies the container and shares the items."""
     has_global_state: ClassVar[bool] = False
     """True for the board environments, whose `state()` is the board every role plays on. The others'
     task state is the conversation (and a full view of it would hold the reference answer)."""
@@ -283,15 +284,16 @@ class TextAECEnv(AECEnv):
         for runtime in self._shared_runtimes():
             memo.setdefault(id(runtime), runtime)
         shared, shallow = self.fork_shared, self.fork_shallow
-        state = {}
-        for name, value in self.__dict__.items():
-            if name in shared or name == "_seed_rng":
-                state[name] = value
-            elif name in shallow and type(value) is list:
-                state[name] = memo[id(value)] = list(value)
+        state = self.__dict__.copy()  # everything shared; then copy what may change in place
+        for name, value in state.items():
+            cls = type(value)
+            if cls in _ATOMIC or name in shared or name == "_seed_rng":
+                continue
+            if name in shallow and (cls is list or cls is dict):
+                state[name] = memo[id(value)] = value.copy()
             else:
                 state[name] = copy_state(value, memo)
-        clone.__dict__.update(state)
+        clone.__dict__ = state
         self._seed_rng_shared = clone._seed_rng_shared = self._seed_rng is not None
         return clone
 
