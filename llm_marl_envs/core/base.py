@@ -10,6 +10,7 @@ rendering, so no environment re-implements them.
 from __future__ import annotations
 
 import copy
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -283,11 +284,12 @@ class TextAECEnv(AECEnv):
         memo[id(self)] = clone
         for runtime in self._shared_runtimes():
             memo.setdefault(id(runtime), runtime)
-        shared, shallow = self.fork_shared, self.fork_shallow
+        shared, shallow = _fork_names(type(self))
         state = self.__dict__.copy()  # everything shared; then copy what may change in place
-        for name, value in state.items():
+        for name in state.keys() - shared:
+            value = state[name]
             cls = type(value)
-            if cls in _ATOMIC or name in shared or name == "_seed_rng":
+            if cls in _ATOMIC:
                 continue
             if name in shallow and (cls is list or cls is dict):
                 state[name] = memo[id(value)] = value.copy()
@@ -296,6 +298,12 @@ class TextAECEnv(AECEnv):
         clone.__dict__ = state
         self._seed_rng_shared = clone._seed_rng_shared = self._seed_rng is not None
         return clone
+
+
+@functools.cache
+def _fork_names(cls: type) -> tuple[frozenset[str], frozenset[str]]:
+    """`cls.fork_shared` (with the seed generator, shared copy-on-write) and `cls.fork_shallow`, as sets."""
+    return frozenset((*cls.fork_shared, "_seed_rng")), frozenset(cls.fork_shallow)
 
 
 def fork(env: Any) -> Any:
