@@ -220,9 +220,10 @@ class TextAECEnv(AECEnv):
         turn = self.turn
         self.transcript.append((agent, turn, reply))
         play = self._play(agent, reply)
-        self.rewards[agent] = play.breakdown.reward
+        breakdown = play.breakdown.to_info()
+        self.rewards[agent] = breakdown["reward"]
         self.infos[agent] = {
-            **play.breakdown.to_info(),
+            **breakdown,
             "turn": turn,
             "parse_error": play.parse_error,
             "success": False,
