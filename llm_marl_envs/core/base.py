@@ -270,7 +270,7 @@ class TextAECEnv(AECEnv):
     # ------------------------------------------------------------------ forking
     def fork(self) -> TextAECEnv:
         """An independent copy at the exact current state; only tool runtimes are shared."""
-        return fork(self)
+        return self.__deepcopy__({})  # what `fork(self)` does, without `copy.deepcopy`'s dispatch
 
     def __deepcopy__(self, memo: dict[int, Any]) -> TextAECEnv:
         """Copy the per-episode state; share what never changes (`fork_shared`, the tool runtimes).
@@ -331,15 +331,16 @@ def copy_state(value: Any, memo: dict[int, Any]) -> Any:
     if done is not memo:
         return done
     if cls is dict:
-        out: Any = {}
+        out: Any = value.copy()  # then replace the values that are not atomic by copies
         memo[id(value)] = out
         for k, v in value.items():
-            out[k] = v if type(v) in _ATOMIC else copy_state(v, memo)
+            if type(v) not in _ATOMIC:
+                out[k] = copy_state(v, memo)
         return out
     if cls is list:
         out = []
         memo[id(value)] = out
-        out.extend(v if type(v) in _ATOMIC else copy_state(v, memo) for v in value)
+        out.extend([v if type(v) in _ATOMIC else copy_state(v, memo) for v in value])
         return out
     if cls is tuple:
         for v in value:
