@@ -258,9 +258,10 @@ class Simulation:
 def simulate(state: State, moves: list[str] | tuple[str, ...]) -> Simulation:
     states, outcomes, deadlock_at = [state], [], None
     for i, move in enumerate(moves):
-        if deadlock_at is None and move_causes_deadlock(states[-1], move):
-            deadlock_at = i
         nxt, outcome = step(states[-1], move)
+        # `move_causes_deadlock(states[-1], move)`, reusing this step
+        if deadlock_at is None and outcome is Outcome.PUSHED and state.board.is_dead(_shift(nxt.player, MOVES[move])):
+            deadlock_at = i
         outcomes.append(outcome)
         if not outcome.legal:
             break
