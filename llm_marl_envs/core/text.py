@@ -18,7 +18,8 @@ MAX_MOVES = 512
 
 MOVE_WORDS = {"U": "U", "D": "D", "L": "L", "R": "R", "UP": "U", "DOWN": "D", "LEFT": "L", "RIGHT": "R"}
 _FIRST_LIST = re.compile(r"\[([^\[\]]*)\]")
-_SEPARATORS = re.compile(r"[\s,;]+")
+_TOKEN = re.compile(r"[^\s,;]+")
+"""A run between separators (whitespace, commas, semicolons)."""
 
 
 def extract_code(text: str) -> tuple[str | None, str | None]:
@@ -69,7 +70,7 @@ def parse_moves(text: str, alphabet: str = "UDLR") -> tuple[list[str] | None, st
     """
     m = _FIRST_LIST.search(text)
     body = m.group(1) if m else text
-    tokens = [t for t in _SEPARATORS.split(body.strip()) if t]
+    tokens = _TOKEN.findall(body)
     if not tokens:
         # An empty list takes no action: the format term needs moves (AT-GRPO A.1.4/A.1.5,
         # s_fmt = 1{a_k in {U,D,L,R}}), else doing nothing would earn it.
@@ -77,7 +78,7 @@ def parse_moves(text: str, alphabet: str = "UDLR") -> tuple[list[str] | None, st
     if len(tokens) > MAX_MOVES:
         return None, f"action list longer than {MAX_MOVES} moves"
     moves = [MOVE_WORDS.get(token) for token in tokens]  # the common case: plain U/D/L/R words
-    if None not in moves and all(move in alphabet for move in moves):
+    if set(moves).issubset(alphabet):  # (None, an unknown word, is in no alphabet)
         return moves, None  # type: ignore[return-value]
     moves = []
     for token in tokens:
