@@ -15,7 +15,7 @@ An answer (a full grid or a list of fill steps) is applied to the current grid a
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cached_property, lru_cache
 
 Grid = tuple[tuple[int, ...], ...]
 Cell = tuple[int, int]
@@ -224,7 +224,7 @@ class Application:
         """The answer was applied (well formed and keeps every clue)."""
         return not self.out_of_range and not self.clue_changes
 
-    @property
+    @cached_property
     def progress(self) -> float:
         return progress(self.before, self.after)
 
