@@ -142,8 +142,8 @@ def _conflict_cells(grid: Grid, shape: Shape) -> frozenset[Cell]:
 
 def conflicts(grid: Grid, shape: Shape) -> set[Cell]:
     """Filled cells whose digit appears again in their row, column or box."""
-    if type(grid) is tuple and all(type(row) is tuple for row in grid) and len(grid) == shape.size \
-            and all(len(row) == shape.size for row in grid):
+    n = shape.size
+    if type(grid) is tuple and len(grid) == n and all(type(row) is tuple and len(row) == n for row in grid):
         return set(_conflict_cells(grid, shape))  # grids are immutable: the answer is cached
     return _find_conflicts(grid, shape)
 
@@ -252,7 +252,7 @@ def grid_out_of_range(new: Grid, shape: Shape) -> tuple[str, ...]:
     n = shape.size
     if len(new) != n or any(len(row) != n for row in new):
         return (f"the grid must have {n} rows of {n} values",)
-    if all(0 <= v <= n for row in new for v in row):
+    if min(map(min, new)) >= 0 and max(map(max, new)) <= n:  # every value in 0..N (rows are not empty here)
         return ()
     return tuple(
         f"row {r + 1}, column {c + 1}: value {v} is outside 0..{n}"
