@@ -55,7 +55,8 @@ class TextAECEnv(AECEnv):
     instance_namespace: ClassVar[str] = "text_env"
     """Stable name mixed into instance seeds (kept across versions unless generation changes)."""
     fork_shared: ClassVar[tuple[str, ...]] = ("possible_agents", "observation_spaces", "action_spaces", "state_space",
-                                              "instance")
+                                              "instance", "max_turns", "render_mode", "split", "instance_seed", "turn",
+                                              "success", "agent_selection", "_seed_rng_shared")
     """Attributes never changed in place (fixed for the episode or the env's life, or immutable values
     that a step replaces as a whole): `fork()` shares them instead of copying. A subclass adds its own
     (a grid, a BFS table...) by extending the tuple; whatever is not listed is deep-copied, so

@@ -88,7 +88,7 @@ class ToolPlannerEnv(TextAECEnv):
 
     prompts: Any = None
     """The task's prompts module: tool_messages(ctx), planner_messages(ctx), single_planner_messages(ctx)."""
-    fork_shared = (*TextAECEnv.fork_shared, "config", "tool_run", "_prompt_cache")
+    fork_shared = (*TextAECEnv.fork_shared, "config", "mode", "_sandbox", "tool_run", "_prompt_cache")
     fork_shallow = (*TextAECEnv.fork_shallow, "history")
 
     def __init__(self, *, mode: Mode = "mas", max_turns: int = 4, render_mode: str | None = None, sandbox: Any = None):
