@@ -92,6 +92,8 @@ def empty_grid(n: int) -> Grid:
 
 def to_grid(rows: object) -> Grid:
     """A tuple-of-tuples copy of a list of lists (or numpy array) of ints."""
+    if type(rows) is tuple and all(type(row) is tuple and {*map(type, row)} == {int} for row in rows):
+        return rows  # type: ignore[return-value]  # already a grid of plain ints (immutable: no copy needed)
     return tuple(tuple(int(v) for v in row) for row in rows)  # type: ignore[union-attr]
 
 
@@ -250,7 +252,7 @@ def steps_out_of_range(steps: list[Step] | tuple[Step, ...], shape: Shape) -> tu
 def grid_out_of_range(new: Grid, shape: Shape) -> tuple[str, ...]:
     """Why a grid answer is malformed (not N x N, or a value outside 0..N); empty when it is not."""
     n = shape.size
-    if len(new) != n or any(len(row) != n for row in new):
+    if len(new) != n or {*map(len, new)} != {n}:
         return (f"the grid must have {n} rows of {n} values",)
     if min(map(min, new)) >= 0 and max(map(max, new)) <= n:  # every value in 0..N (rows are not empty here)
         return ()
