@@ -269,3 +269,32 @@ def test_api_on_other_sizes(kwargs):
 def test_bad_config_names_the_fix(kwargs, fix):
     with pytest.raises(ValueError, match=fix):
         sudoku_v0.raw_env(**kwargs)
+
+
+@pytest.mark.parametrize("size", [4, 6, 8, 9, 12, 16])
+def test_board_and_json_templates_draw_what_the_cell_by_cell_rendering_draws(size):
+    """`board_text` and `grid_json` fill per-shape templates; they must equal the plain drawing."""
+    import numpy as np
+
+    from llm_marl_envs.sudoku.prompts import board_text, grid_json
+
+    shape = Shape.for_size(size)
+    width = len(str(size))
+
+    def plain_board(grid):
+        lines = []
+        for r, row in enumerate(grid):
+            if r and r % shape.box_rows == 0:
+                lines.append("-+-".join("-" * ((width + 1) * shape.box_cols - 1) for _ in range(size // shape.box_cols)))
+            cells = [(str(v) if v else ".").rjust(width) for v in row]
+            lines.append(" | ".join(" ".join(cells[b:b + shape.box_cols]) for b in range(0, size, shape.box_cols)))
+        return "\n".join(lines)
+
+    rng = np.random.default_rng(size)
+    for _ in range(5):
+        grid = tuple(tuple(int(v) for v in rng.integers(0, size + 1, size=size)) for _ in range(size))
+        assert board_text(grid, shape) == plain_board(grid)
+        assert grid_json(grid) == "[" + ",".join("[" + ",".join(map(str, row)) + "]" for row in grid) + "]"
+    ragged = grid[:-1] + (grid[-1][:-1],)
+    assert board_text(ragged, shape) == plain_board(ragged)
+    assert grid_json(ragged) == "[" + ",".join("[" + ",".join(map(str, row)) + "]" for row in ragged) + "]"

@@ -10,6 +10,7 @@ rendering, so no environment re-implements them.
 from __future__ import annotations
 
 import copy
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -53,13 +54,17 @@ class TextAECEnv(AECEnv):
     metadata: ClassVar[dict[str, Any]] = {"render_modes": ["human", "ansi"], "name": "text_env_v0", "is_parallelizable": False}
     instance_namespace: ClassVar[str] = "text_env"
     """Stable name mixed into instance seeds (kept across versions unless generation changes)."""
-    fork_shared: ClassVar[tuple[str, ...]] = ("possible_agents", "observation_spaces", "action_spaces", "instance")
-    """Attributes that never change once set (during an episode or for the env's life): `fork()` shares
-    them instead of copying. A subclass adds its own (a grid, a BFS table...) by extending the tuple;
-    whatever is not listed is deep-copied, so forgetting an entry costs time, never independence."""
-    fork_shallow: ClassVar[tuple[str, ...]] = ("transcript",)
-    """Lists that only grow by `append` of immutable items (tuples of str and int, frozen records):
-    `fork()` copies the list and shares the items."""
+    fork_shared: ClassVar[tuple[str, ...]] = ("possible_agents", "observation_spaces", "action_spaces", "state_space",
+                                              "instance", "max_turns", "render_mode", "split", "instance_seed", "turn",
+                                              "success", "agent_selection", "_seed_rng_shared")
+    """Attributes never changed in place (fixed for the episode or the env's life, or immutable values
+    that a step replaces as a whole): `fork()` shares them instead of copying. A subclass adds its own
+    (a grid, a BFS table...) by extending the tuple; whatever is not listed is deep-copied, so
+    forgetting an entry costs time, never independence."""
+    fork_shallow: ClassVar[tuple[str, ...]] = ("transcript", "agents", "rewards", "_cumulative_rewards", "terminations",
+                                               "truncations")
+    """Lists and dicts whose items are immutable (str, numbers, tuples of them, frozen records):
+    `fork()` copies the container and shares the items."""
     has_global_state: ClassVar[bool] = False
     """True for the board environments, whose `state()` is the board every role plays on. The others'
     task state is the conversation (and a full view of it would hold the reference answer)."""
@@ -216,9 +221,10 @@ class TextAECEnv(AECEnv):
         turn = self.turn
         self.transcript.append((agent, turn, reply))
         play = self._play(agent, reply)
-        self.rewards[agent] = play.breakdown.reward
+        breakdown = play.breakdown.to_info()
+        self.rewards[agent] = breakdown["reward"]
         self.infos[agent] = {
-            **play.breakdown.to_info(),
+            **breakdown,
             "turn": turn,
             "parse_error": play.parse_error,
             "success": False,
@@ -265,7 +271,7 @@ class TextAECEnv(AECEnv):
     # ------------------------------------------------------------------ forking
     def fork(self) -> TextAECEnv:
         """An independent copy at the exact current state; only tool runtimes are shared."""
-        return fork(self)
+        return self.__deepcopy__({})  # what `fork(self)` does, without `copy.deepcopy`'s dispatch
 
     def __deepcopy__(self, memo: dict[int, Any]) -> TextAECEnv:
         """Copy the per-episode state; share what never changes (`fork_shared`, the tool runtimes).
@@ -280,18 +286,26 @@ class TextAECEnv(AECEnv):
         memo[id(self)] = clone
         for runtime in self._shared_runtimes():
             memo.setdefault(id(runtime), runtime)
-        shared, shallow = self.fork_shared, self.fork_shallow
-        state = {}
-        for name, value in self.__dict__.items():
-            if name in shared or name == "_seed_rng":
-                state[name] = value
-            elif name in shallow and type(value) is list:
-                state[name] = memo[id(value)] = list(value)
+        shared, shallow = _fork_names(type(self))
+        state = self.__dict__.copy()  # everything shared; then copy what may change in place
+        for name in state.keys() - shared:
+            value = state[name]
+            cls = type(value)
+            if cls in _ATOMIC:
+                continue
+            if name in shallow and (cls is list or cls is dict):
+                state[name] = memo[id(value)] = value.copy()
             else:
                 state[name] = copy_state(value, memo)
-        clone.__dict__.update(state)
+        clone.__dict__ = state
         self._seed_rng_shared = clone._seed_rng_shared = self._seed_rng is not None
         return clone
+
+
+@functools.cache
+def _fork_names(cls: type) -> tuple[frozenset[str], frozenset[str]]:
+    """`cls.fork_shared` (with the seed generator, shared copy-on-write) and `cls.fork_shallow`, as sets."""
+    return frozenset((*cls.fork_shared, "_seed_rng")), frozenset(cls.fork_shallow)
 
 
 def fork(env: Any) -> Any:
@@ -318,15 +332,16 @@ def copy_state(value: Any, memo: dict[int, Any]) -> Any:
     if done is not memo:
         return done
     if cls is dict:
-        out: Any = {}
+        out: Any = value.copy()  # then replace the values that are not atomic by copies
         memo[id(value)] = out
         for k, v in value.items():
-            out[k] = v if type(v) in _ATOMIC else copy_state(v, memo)
+            if type(v) not in _ATOMIC:
+                out[k] = copy_state(v, memo)
         return out
     if cls is list:
         out = []
         memo[id(value)] = out
-        out.extend(v if type(v) in _ATOMIC else copy_state(v, memo) for v in value)
+        out.extend([v if type(v) in _ATOMIC else copy_state(v, memo) for v in value])
         return out
     if cls is tuple:
         for v in value:

@@ -28,7 +28,7 @@ class RewardBreakdown:
     penalty: float = 0.0
 
     def __post_init__(self) -> None:
-        if set(self.terms) != set(self.coefficients):
+        if self.terms.keys() != self.coefficients.keys():
             raise ValueError(f"terms {sorted(self.terms)} and coefficients {sorted(self.coefficients)} differ")
         if self.coefficients and abs(sum(self.coefficients.values()) - 1.0) > 1e-9:
             raise ValueError(f"local coefficients must sum to 1, got {self.coefficients}")
@@ -43,10 +43,11 @@ class RewardBreakdown:
         return float(self.lam * self.team + (1.0 - self.lam) * self.mask * self.local + self.penalty)
 
     def to_info(self) -> dict[str, Any]:
+        local = self.local
         return {
-            "reward": self.reward,
+            "reward": float(self.lam * self.team + (1.0 - self.lam) * self.mask * local + self.penalty),  # `reward`
             "team_reward": float(self.team),
-            "local_reward": self.local,
+            "local_reward": local,
             "local_terms": {k: float(v) for k, v in self.terms.items()},
             "mask": float(self.mask),
             "lambda": float(self.lam),

@@ -17,6 +17,9 @@ MAX_MOVES = 512
 """Longest move list we parse; longer lists are a format error (a runaway generation)."""
 
 MOVE_WORDS = {"U": "U", "D": "D", "L": "L", "R": "R", "UP": "U", "DOWN": "D", "LEFT": "L", "RIGHT": "R"}
+_FIRST_LIST = re.compile(r"\[([^\[\]]*)\]")
+_TOKEN = re.compile(r"[^\s,;]+")
+"""A run between separators (whitespace, commas, semicolons)."""
 
 
 def extract_code(text: str) -> tuple[str | None, str | None]:
@@ -65,16 +68,19 @@ def parse_moves(text: str, alphabet: str = "UDLR") -> tuple[list[str] | None, st
     The first bracketed list in `text` is used when there is one; otherwise the whole text must
     be a list of moves. Returns (moves, None) or (None, error).
     """
-    m = re.search(r"\[([^\[\]]*)\]", text)
+    m = _FIRST_LIST.search(text)
     body = m.group(1) if m else text
-    tokens = [t for t in re.split(r"[\s,;]+", body.strip()) if t]
+    tokens = _TOKEN.findall(body)
     if not tokens:
         # An empty list takes no action: the format term needs moves (AT-GRPO A.1.4/A.1.5,
         # s_fmt = 1{a_k in {U,D,L,R}}), else doing nothing would earn it.
         return None, "no action list found" if m is None else "empty action list: give at least one move"
     if len(tokens) > MAX_MOVES:
         return None, f"action list longer than {MAX_MOVES} moves"
-    moves: list[str] = []
+    moves = [MOVE_WORDS.get(token) for token in tokens]  # the common case: plain U/D/L/R words
+    if set(moves).issubset(alphabet):  # (None, an unknown word, is in no alphabet)
+        return moves, None  # type: ignore[return-value]
+    moves = []
     for token in tokens:
         word = token.strip("'\"`.").upper()
         move = MOVE_WORDS.get(word)

@@ -87,9 +87,9 @@ class ToolPlannerEnv(TextAECEnv):
     """Base of plan_path, sokoban and sudoku. See the module docstring for the workflow."""
 
     prompts: Any = None
-    fork_shared = (*TextAECEnv.fork_shared, "config")
-    fork_shallow = (*TextAECEnv.fork_shallow, "history")
     """The task's prompts module: tool_messages(ctx), planner_messages(ctx), single_planner_messages(ctx)."""
+    fork_shared = (*TextAECEnv.fork_shared, "config", "mode", "_sandbox", "tool_run", "_prompt_cache")
+    fork_shallow = (*TextAECEnv.fork_shallow, "history")
 
     def __init__(self, *, mode: Mode = "mas", max_turns: int = 4, render_mode: str | None = None, sandbox: Any = None):
         if mode not in MODES:
@@ -129,6 +129,8 @@ class ToolPlannerEnv(TextAECEnv):
     def _start(self) -> None:
         self.history: list[TurnRecord] = []
         self.tool_run: ToolRun | None = None
+        self._prompt_cache: dict[str, tuple[tuple[str, str], ...]] = {}
+        """(role, content) of each agent's messages at the current state, built on first `observe`."""
         self._start_task()
 
     def _start_task(self) -> None:
@@ -150,6 +152,14 @@ class ToolPlannerEnv(TextAECEnv):
         return TurnContext(task=self.describe_task(), turn=self.turn, max_turns=self.max_turns, tool=self.tool_run, history=list(self.history))
 
     def _messages(self, agent: str) -> list[Message]:
+        # The text depends only on the state, which only `_start` and `_play` change; both start a new
+        # cache (a new dict, so a fork sharing the old one keeps text that is right for its state).
+        cached = self._prompt_cache.get(agent)
+        if cached is None:
+            cached = self._prompt_cache[agent] = tuple((m["role"], m["content"]) for m in self._build_messages(agent))
+        return [{"role": role, "content": content} for role, content in cached]
+
+    def _build_messages(self, agent: str) -> list[Message]:
         ctx = self.context()
         if agent == "tool":
             return self.prompts.tool_messages(ctx)
@@ -184,6 +194,7 @@ class ToolPlannerEnv(TextAECEnv):
                        proposal_text=self.format_proposal(proposal) if proposal is not None else "")
 
     def _play(self, agent: str, reply: str) -> Play:
+        self._prompt_cache = {}
         if agent == "tool":
             return self._play_tool(reply)
         return self._play_planner(reply)

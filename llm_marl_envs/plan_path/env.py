@@ -70,7 +70,7 @@ class raw_env(MoveListAnswers, ToolPlannerEnv):
     has_global_state = True  # state(): the board as text
     instance_namespace = "plan_path"
     prompts = prompts
-    fork_shared = (*ToolPlannerEnv.fork_shared, "grid", "to_goal", "board_rows")
+    fork_shared = (*ToolPlannerEnv.fork_shared, "grid", "to_goal", "board_rows", "position", "d0")
 
     def __init__(self, mode: Mode = "mas", max_turns: int = 4, height: int = 10, width: int = 10,
                  wall_density: float = 0.22, min_path_length: int = 6, max_path_length: int | None = None,

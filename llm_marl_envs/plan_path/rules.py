@@ -122,13 +122,15 @@ class Simulation:
 
 
 def simulate(grid: Grid, start: Cell, moves: list[str]) -> Simulation:
+    height, width, walls = grid.height, grid.width, grid.walls  # `grid.passable`, inlined (a hot loop)
     positions = [start]
+    r, c = start
     for i, move in enumerate(moves):
         dr, dc = MOVES[move]
-        nxt = (positions[-1][0] + dr, positions[-1][1] + dc)
-        if not grid.passable(nxt):
+        r, c = r + dr, c + dc
+        if not (0 <= r < height and 0 <= c < width) or (r, c) in walls:
             return Simulation(tuple(positions), i)
-        positions.append(nxt)
+        positions.append((r, c))
     return Simulation(tuple(positions), None)
 
 
@@ -136,6 +138,10 @@ def on_shortest_paths(to_goal: dict[Cell, int], positions: tuple[Cell, ...]) -> 
     """SPNext for every applied move: each step lowers the BFS distance to the goal by one."""
     if len(positions) < 2:
         return False
-    return all(
-        a in to_goal and b in to_goal and to_goal[b] == to_goal[a] - 1 for a, b in zip(positions, positions[1:])
-    )
+    before = to_goal.get(positions[0])
+    for cell in positions[1:]:
+        after = to_goal.get(cell)
+        if before is None or after is None or after != before - 1:
+            return False
+        before = after
+    return True

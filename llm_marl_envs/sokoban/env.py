@@ -87,7 +87,7 @@ from ..core.rewards import RewardBreakdown
 from ..core.tool_planner import Applied, Mode, MoveListAnswers, ToolPlannerEnv, ToolRun
 from . import prompts
 from .generator import SokobanConfig, SokobanInstance, generate
-from .rules import Simulation, State, potential, simulate
+from .rules import Outcome, Simulation, State, potential, simulate
 
 LAMBDA_SOK = 0.40
 PLANNER_COEF = {"fmt": 0.10, "leg": 0.45, "dlk": 0.45}
@@ -178,7 +178,7 @@ class raw_env(MoveListAnswers, ToolPlannerEnv):
         sim = simulate(self.board, answer)
         before, self.board = self.board, sim.final
         feedback = f"applied {sim.applied} of {len(answer)} moves: player {before.player} -> {self.board.player}"
-        pushes = sum(1 for o in sim.outcomes if o.value == "pushed")
+        pushes = sum(1 for o in sim.outcomes if o is Outcome.PUSHED)
         if pushes:
             feedback += f", {pushes} push{'es' if pushes > 1 else ''}"
         if sim.illegal_at is not None:

@@ -92,6 +92,13 @@ class Board:
     def __deepcopy__(self, memo: dict) -> Board:
         return self  # immutable: forks share it (and its cached dead squares)
 
+    @cached_property
+    def _hash(self) -> int:
+        return hash((self.height, self.width, self.walls, self.goals))  # what the dataclass would hash
+
+    def __hash__(self) -> int:
+        return self._hash  # every State hash includes its board's: compute it once
+
 
 @lru_cache(maxsize=256)
 def _board_cells(board: Board, floor: str) -> tuple[str, ...]:
@@ -107,12 +114,12 @@ class State:
     board: Board
     boxes: frozenset[Cell]
     player: Cell
-    _hash: int = field(init=False, repr=False, compare=False, default=0)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "_hash", hash((self.board, self.boxes, self.player)))
+    _hash: int | None = field(init=False, repr=False, compare=False, default=None)
 
     def __hash__(self) -> int:
+        # Computed on first use and kept: searches hash each state many times, simulations rarely.
+        if self._hash is None:
+            object.__setattr__(self, "_hash", hash((self.board, self.boxes, self.player)))
         return self._hash
 
     def __deepcopy__(self, memo: dict) -> State:
@@ -258,9 +265,10 @@ class Simulation:
 def simulate(state: State, moves: list[str] | tuple[str, ...]) -> Simulation:
     states, outcomes, deadlock_at = [state], [], None
     for i, move in enumerate(moves):
-        if deadlock_at is None and move_causes_deadlock(states[-1], move):
-            deadlock_at = i
         nxt, outcome = step(states[-1], move)
+        # `move_causes_deadlock(states[-1], move)`, reusing this step
+        if deadlock_at is None and outcome is Outcome.PUSHED and state.board.is_dead(_shift(nxt.player, MOVES[move])):
+            deadlock_at = i
         outcomes.append(outcome)
         if not outcome.legal:
             break

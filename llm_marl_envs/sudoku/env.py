@@ -99,7 +99,8 @@ from ..core.tool_planner import Applied, Mode, ToolPlannerEnv, ToolRun
 from . import prompts
 from .generator import SudokuConfig, SudokuInstance, generate
 from .parse import SudokuAnswer, parse_answer
-from .rules import Application, Grid, Shape, apply_grid, apply_steps, conflicts, is_solved, is_valid
+from .rules import (Application, Grid, Shape, apply_grid, apply_steps, conflicts, grid_out_of_range, is_solved, is_valid,
+                    steps_out_of_range)
 
 LAMBDA_SUDOKU = 0.60
 PLANNER_COEF = {"fmt": 0.15, "legal": 0.55, "prog": 0.30}
@@ -129,7 +130,7 @@ class raw_env(ToolPlannerEnv):
     has_global_state = True  # state(): the board as text
     instance_namespace = "sudoku"
     prompts = prompts
-    fork_shared = (*ToolPlannerEnv.fork_shared, "shape", "clues")
+    fork_shared = (*ToolPlannerEnv.fork_shared, "shape", "clues", "grid")
 
     def __init__(self, mode: Mode = "mas", max_turns: int = 4, size: int = 4, box_rows: int | None = None,
                  box_cols: int | None = None, min_clues: int = 0, max_removals: int | None = None,
@@ -168,7 +169,10 @@ class raw_env(ToolPlannerEnv):
         answer, error = parse_answer(text, self.shape.size)
         if answer is None:
             return None, error
-        problems = self._apply(answer).out_of_range
+        if answer.kind == "grid":
+            problems = grid_out_of_range(answer.grid, self.shape)
+        else:
+            problems = steps_out_of_range(answer.steps, self.shape)
         if problems:
             more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
             return None, problems[0] + more
@@ -204,7 +208,8 @@ class raw_env(ToolPlannerEnv):
         terms = planner_terms(app, self.shape)
         self.grid = app.after
         success = self.is_solved()
-        breakdown = RewardBreakdown(self.team_reward(self.grid), terms, PLANNER_COEF, mask=1.0, lam=LAMBDA_SUDOKU)
+        team = float(success)  # `team_reward(self.grid)`: 1 when solved
+        breakdown = RewardBreakdown(team, terms, PLANNER_COEF, mask=1.0, lam=LAMBDA_SUDOKU)
         return Applied(breakdown, success, self._feedback(app, success))
 
     def _feedback(self, app: Application, success: bool) -> str:
@@ -212,7 +217,7 @@ class raw_env(ToolPlannerEnv):
             shown = ", ".join(f"({r + 1}, {c + 1}) is {self.clues[r][c]}" for r, c in app.clue_changes[:5])
             return f"rejected: the answer changes given clues ({shown}); the grid is unchanged"
         filled = round(app.progress * self.shape.size**2)
-        blanks = sum(1 for row in self.grid for v in row if v == 0)
+        blanks = sum(row.count(0) for row in self.grid)
         text = f"applied: {len(app.edited)} cells changed, {filled} newly filled; {blanks} blank cells left"
         bad = sorted(conflicts(self.grid, self.shape))
         if bad:

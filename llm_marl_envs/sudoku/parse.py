@@ -89,6 +89,8 @@ def _grid_row(row: Any) -> tuple[int, ...] | None:
         return tuple(0 if ch == "." else int(ch) for ch in row)
     if not isinstance(row, (list, tuple)):
         return None
+    if {*map(type, row)} == {int}:  # plain ints only (the common case): nothing to convert
+        return tuple(row)
     values = []
     for v in row:
         iv = 0 if v is None else _int(v)

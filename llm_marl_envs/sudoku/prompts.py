@@ -6,6 +6,7 @@ grid every turn and to say that the given clues are fixed. The paper's
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 from ..core.tool_planner import TurnContext, history_text, tool_run_text
 from .rules import Grid, Shape
@@ -28,6 +29,7 @@ def example_steps(n: int) -> str:
     return f"[[1,2,{min(3, n)}],[2,1,{n}],[{n},{n},1]]"
 
 
+@lru_cache(maxsize=32)
 def _tool_format(n: int) -> str:
     return (
         "Propose Python code (within a single python code block) for the user to run. Ensure each response contains "
@@ -40,6 +42,7 @@ def _tool_format(n: int) -> str:
     )
 
 
+@lru_cache(maxsize=32)
 def _planner_format(n: int) -> str:
     return (
         "FORMATTING IS MANDATORY. Give the final answer AFTER the line that begins with ####.\n"
@@ -56,24 +59,50 @@ def board_text(grid: Grid, shape: Shape) -> str:
         ----+----
     """
     n = shape.size
+    if len(grid) == n and all(len(row) == n for row in grid):  # always, in the environment
+        return _board_template(shape).format(*[str(v) if v else "." for row in grid for v in row])
+    return _board_lines(shape, [[str(v) if v else "." for v in row] for row in grid])
+
+
+def _board_lines(shape: Shape, cells: list[list[str]]) -> str:
+    """`board_text` from the text of each cell, right-aligned to the widest digit."""
+    n, box_cols = shape.size, shape.box_cols
     width = len(str(n))
     lines = []
-    for r, row in enumerate(grid):
+    for r, row in enumerate(cells):
         if r and r % shape.box_rows == 0:
-            lines.append("-+-".join("-" * ((width + 1) * shape.box_cols - 1) for _ in range(n // shape.box_cols)))
-        cells = [(str(v) if v else ".").rjust(width) for v in row]
-        lines.append(" | ".join(" ".join(cells[b:b + shape.box_cols]) for b in range(0, n, shape.box_cols)))
+            lines.append("-+-".join("-" * ((width + 1) * box_cols - 1) for _ in range(n // box_cols)))
+        row = [cell.rjust(width) for cell in row]
+        lines.append(" | ".join(" ".join(row[b:b + box_cols]) for b in range(0, n, box_cols)))
     return "\n".join(lines)
 
 
+@lru_cache(maxsize=32)
+def _board_template(shape: Shape) -> str:
+    """`board_text` of an N x N grid as a format string with one field per cell, built once per shape."""
+    n = shape.size
+    width = len(str(n))
+    field = "{:>%d}" % width  # pads like `rjust(width)` (the field itself is wider than that already)
+    return _board_lines(shape, [[field] * n for _ in range(n)])
+
+
 def grid_json(grid: Grid) -> str:
+    n = len(grid)
+    if all(len(row) == n for row in grid):  # always, in the environment
+        return _json_template(n).format(*[v for row in grid for v in row])
     return "[" + ",".join("[" + ",".join(map(str, row)) + "]" for row in grid) + "]"
+
+
+@lru_cache(maxsize=32)
+def _json_template(n: int) -> str:
+    """`grid_json` of an N x N grid as a format string with one field per cell (`{}` writes `str(v)`)."""
+    return "[" + ",".join(["[" + ",".join(["{}"] * n) + "]"] * n) + "]"
 
 
 def task_text(shape: Shape, grid: Grid, clues: Grid, turn: int, max_turns: int) -> str:
     """The task (A.2.2 "Task" and "Env Context") showing the CURRENT grid."""
     n = shape.size
-    blanks = sum(1 for row in grid for v in row if v == 0)
+    blanks = sum(row.count(0) for row in grid)
     num_clues = sum(1 for row in clues for v in row if v)
     if grid == clues:
         clue_line = "Given clues: every digit shown above is a given clue and cannot be changed."

@@ -15,7 +15,7 @@ An answer (a full grid or a list of fill steps) is applied to the current grid a
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cached_property, lru_cache
 
 Grid = tuple[tuple[int, ...], ...]
 Cell = tuple[int, int]
@@ -92,6 +92,8 @@ def empty_grid(n: int) -> Grid:
 
 def to_grid(rows: object) -> Grid:
     """A tuple-of-tuples copy of a list of lists (or numpy array) of ints."""
+    if type(rows) is tuple and all(type(row) is tuple and {*map(type, row)} == {int} for row in rows):
+        return rows  # type: ignore[return-value]  # already a grid of plain ints (immutable: no copy needed)
     return tuple(tuple(int(v) for v in row) for row in rows)  # type: ignore[union-attr]
 
 
@@ -142,8 +144,8 @@ def _conflict_cells(grid: Grid, shape: Shape) -> frozenset[Cell]:
 
 def conflicts(grid: Grid, shape: Shape) -> set[Cell]:
     """Filled cells whose digit appears again in their row, column or box."""
-    if type(grid) is tuple and all(type(row) is tuple for row in grid) and len(grid) == shape.size \
-            and all(len(row) == shape.size for row in grid):
+    n = shape.size
+    if type(grid) is tuple and len(grid) == n and all(type(row) is tuple and len(row) == n for row in grid):
         return set(_conflict_cells(grid, shape))  # grids are immutable: the answer is cached
     return _find_conflicts(grid, shape)
 
@@ -170,7 +172,7 @@ def is_valid(grid: Grid, shape: Shape) -> bool:
 
 
 def is_complete(grid: Grid) -> bool:
-    return all(v != 0 for row in grid for v in row)
+    return all(0 not in row for row in grid)
 
 
 def clue_cells(clues: Grid) -> list[Cell]:
@@ -179,6 +181,8 @@ def clue_cells(clues: Grid) -> list[Cell]:
 
 def changed_clues(grid: Grid, clues: Grid) -> list[Cell]:
     """Clue cells whose digit `grid` does not keep."""
+    if grid == clues:
+        return []
     return [(r, c) for r, c in clue_cells(clues) if grid[r][c] != clues[r][c]]
 
 
@@ -195,7 +199,7 @@ def is_solved(grid: Grid, clues: Grid, shape: Shape) -> bool:
 def progress(before: Grid, after: Grid) -> float:
     """s_prog of A.1.3: newly filled cells / N² (cells empty in G_{k-1} and filled in G_k)."""
     n = len(before)
-    filled = sum(1 for r in range(n) for c in range(n) if before[r][c] == 0 and after[r][c] != 0)
+    filled = sum(1 for r in range(n) if 0 in before[r] for c in range(n) if before[r][c] == 0 and after[r][c] != 0)
     return filled / (n * n)
 
 
@@ -222,7 +226,7 @@ class Application:
         """The answer was applied (well formed and keeps every clue)."""
         return not self.out_of_range and not self.clue_changes
 
-    @property
+    @cached_property
     def progress(self) -> float:
         return progress(self.before, self.after)
 
@@ -232,8 +236,8 @@ class Application:
         return [cell for cell in self.edited if cell in bad]
 
 
-def apply_steps(grid: Grid, clues: Grid, steps: list[Step] | tuple[Step, ...], shape: Shape) -> Application:
-    """Apply 1-based fill steps (r, c, v) in order; a later step may overwrite an earlier one."""
+def steps_out_of_range(steps: list[Step] | tuple[Step, ...], shape: Shape) -> tuple[str, ...]:
+    """Why fill steps are malformed (an index or value outside 1..N); empty when they are not."""
     n = shape.size
     errors = []
     for i, step in enumerate(steps):
@@ -242,8 +246,27 @@ def apply_steps(grid: Grid, clues: Grid, steps: list[Step] | tuple[Step, ...], s
             errors.append(f"step {i + 1} {list(step)}: cell ({r}, {c}) is outside the {n}x{n} grid (indices are 1-based)")
         elif not 1 <= v <= n:
             errors.append(f"step {i + 1} {list(step)}: value {v} is outside 1..{n}")
+    return tuple(errors)
+
+
+def grid_out_of_range(new: Grid, shape: Shape) -> tuple[str, ...]:
+    """Why a grid answer is malformed (not N x N, or a value outside 0..N); empty when it is not."""
+    n = shape.size
+    if len(new) != n or {*map(len, new)} != {n}:
+        return (f"the grid must have {n} rows of {n} values",)
+    if min(map(min, new)) >= 0 and max(map(max, new)) <= n:  # every value in 0..N (rows are not empty here)
+        return ()
+    return tuple(
+        f"row {r + 1}, column {c + 1}: value {v} is outside 0..{n}"
+        for r, row in enumerate(new) for c, v in enumerate(row) if not 0 <= v <= n
+    )
+
+
+def apply_steps(grid: Grid, clues: Grid, steps: list[Step] | tuple[Step, ...], shape: Shape) -> Application:
+    """Apply 1-based fill steps (r, c, v) in order; a later step may overwrite an earlier one."""
+    errors = steps_out_of_range(steps, shape)
     if errors:
-        return Application(grid, grid, out_of_range=tuple(errors))
+        return Application(grid, grid, out_of_range=errors)
     changed = [(r - 1, c - 1) for r, c, v in steps if clues[r - 1][c - 1] not in (0, v)]
     if changed:
         return Application(grid, grid, clue_changes=tuple(dict.fromkeys(changed)))
@@ -260,16 +283,11 @@ def apply_steps(grid: Grid, clues: Grid, steps: list[Step] | tuple[Step, ...], s
 def apply_grid(grid: Grid, clues: Grid, new: Grid, shape: Shape) -> Application:
     """Replace the grid by a full N x N answer (0 = empty); it must keep every clue."""
     n = shape.size
-    if len(new) != n or any(len(row) != n for row in new):
-        return Application(grid, grid, out_of_range=(f"the grid must have {n} rows of {n} values",))
-    errors = [
-        f"row {r + 1}, column {c + 1}: value {v} is outside 0..{n}"
-        for r, row in enumerate(new) for c, v in enumerate(row) if not 0 <= v <= n
-    ]
+    errors = grid_out_of_range(new, shape)
     if errors:
-        return Application(grid, grid, out_of_range=tuple(errors))
+        return Application(grid, grid, out_of_range=errors)
     changed = changed_clues(new, clues)
     if changed:
         return Application(grid, grid, clue_changes=tuple(changed))
-    edited = tuple((r, c) for r in range(n) for c in range(n) if new[r][c] != grid[r][c])
+    edited = tuple((r, c) for r in range(n) if new[r] != grid[r] for c in range(n) if new[r][c] != grid[r][c])
     return Application(grid, to_grid(new), edited=edited)
