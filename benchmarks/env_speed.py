@@ -13,7 +13,10 @@ Rows:
 - `fork()` of an environment after one full turn (tool without code, planner move list).
 - A trainer's agent turn: `observe` + `fork` + `step` of the planner's reply (the oracle's
   answer for that state; mode "planner", so no sandbox), as a tree sampler pays it per candidate.
-- Building the observation (`observe`).
+  The `observe` repeats one state's: since the prompt cache of the tool-planner environments, that
+  is a cache hit (the first `observe` of a new state builds the prompt and costs more), while a
+  tree without the cache builds it every time.
+- `observe`, repeated on one state (a cache hit where the tree caches prompts, see above).
 - Instances per second, train split (and val split for Plan-Path, where split rejection costs most).
 - A K=4 tree rollout of Plan-Path (tool + planner, 2 turns, 2 tasks) with a scripted engine, so the
   wall time is the environments' and the sandbox's: tool programs of a wave run one after the other
@@ -240,9 +243,9 @@ def table(before: list[dict[str, float]], after: list[dict[str, float]], base: s
     for name, label in ENVS.items():
         row(f"`fork()`, {label}", f"fork/{name}")
     for name, label in ENVS.items():
-        row(f"agent turn (observe + fork + step), {label}", f"turn/{name}")
+        row(f"agent turn (observe, repeated + fork + step), {label}", f"turn/{name}")
     for name, label in ENVS.items():
-        row(f"observation build, {label}", f"observe/{name}")
+        row(f"observe, repeated on one state, {label}", f"observe/{name}")
     for label, *_ in GENERATION:
         row(f"one instance, {label}", f"gen/{label}")
     row("K=4 tree wave, Plan-Path with tool runs (per wave): sequential", "rollout/sequential")
@@ -271,8 +274,8 @@ def table(before: list[dict[str, float]], after: list[dict[str, float]], base: s
                  "| work | PettingLLMs min / median | ours, base median | ours, this tree min / median | this tree / PettingLLMs "
                  "(medians) |\n|---|---|---|---|---|\n")
         keys = [(f"`fork()` vs deepcopy, {ENVS[n]}", f"fork/{n}") for n in ENVS]
-        keys += [(f"agent turn, {ENVS[n]}", f"turn/{n}") for n in ENVS]
-        keys += [(f"observation build, {ENVS[n]}", f"observe/{n}") for n in ENVS]
+        keys += [(f"agent turn (observe, repeated + fork + step), {ENVS[n]}", f"turn/{n}") for n in ENVS]
+        keys += [(f"observe, repeated on one state, {ENVS[n]}", f"observe/{n}") for n in ENVS]
         keys += [(f"one instance, {label}", f"gen/{label}") for label in ("Plan-Path 10x10, train", "Sokoban 6x6 one box, train")]
         for label, key in keys:
             p, a, b = stat(pettingllms, key), stat(after, key), stat(before, key)
