@@ -170,7 +170,7 @@ def _reference_bfs(grid, source):
 def test_flat_bfs_matches_the_plain_bfs_on_random_grids():
     import numpy as np
 
-    from llm_marl_envs.plan_path.rules import Grid, bfs_distances, flat_bfs
+    from llm_marl_envs.plan_path.rules import Grid, bfs_distances, flat_bfs, shortest_length
 
     rng = np.random.default_rng(0)
     for _ in range(300):
@@ -182,7 +182,10 @@ def test_flat_bfs_matches_the_plain_bfs_on_random_grids():
             assert bfs_distances(grid, source) == _reference_bfs(grid, source)
         source, target = sources[0], (int(rng.integers(h)), int(rng.integers(w)))
         early = flat_bfs(mask.ravel().tolist(), h, w, source[0] * w + source[1], target[0] * w + target[1])
-        assert early[target[0] * w + target[1]] == _reference_bfs(grid, source).get(target, -1 if target != source else 0)
+        expected = _reference_bfs(grid, source).get(target, -1 if target != source else 0)
+        assert early[target[0] * w + target[1]] == expected
+        free = sum(1 << k for k, wall in enumerate(mask.ravel().tolist()) if not wall) | 1 << (source[0] * w + source[1])
+        assert shortest_length(free, h, w, source[0] * w + source[1], target[0] * w + target[1]) == expected
 
 
 @pytest.mark.parametrize("config,digest", [

@@ -55,7 +55,7 @@ def split_of(key: str) -> str:
 
 def instance_rng(env_name: str, split: str, seed: int, attempt: int = 0) -> np.random.Generator:
     entropy = [zlib.crc32(env_name.encode()), _SPLIT_IDS[check_split(split)], int(seed) & 0xFFFFFFFFFFFF, attempt]
-    return np.random.default_rng(np.random.SeedSequence(entropy))
+    return np.random.Generator(np.random.PCG64(np.random.SeedSequence(entropy)))  # default_rng's stream, cheaper
 
 
 def draw_instance(env_name: str, split: str, seed: int, make: Callable[[np.random.Generator], T]) -> T:

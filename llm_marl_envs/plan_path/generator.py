@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .rules import Cell, Grid, flat_bfs
+from .rules import Cell, Grid, shortest_length
 
 
 @dataclass(frozen=True)
@@ -41,11 +41,12 @@ class PlanPathInstance:
 
     def key(self) -> str:
         h, w = self.grid.height, self.grid.width
-        cells = ["."] * (h * w)
+        cells = bytearray(b"." * (h * w))
         for r, c in self.grid.walls:
             if 0 <= r < h and 0 <= c < w:
-                cells[r * w + c] = "#"
-        return f"{self.start}|{self.goal}|" + "/".join("".join(cells[r * w:(r + 1) * w]) for r in range(h))
+                cells[r * w + c] = 35  # "#"
+        text = cells.decode()
+        return f"{self.start}|{self.goal}|" + "/".join(text[r * w:(r + 1) * w] for r in range(h))
 
 
 MAX_TRIES = 10_000
@@ -54,18 +55,19 @@ MAX_TRIES = 10_000
 def generate(rng: np.random.Generator, config: PlanPathConfig) -> PlanPathInstance:
     h, w = config.height, config.width
     for _ in range(MAX_TRIES):
-        wall_mask = rng.random((h, w)) < config.wall_density
-        blocked = wall_mask.ravel().tolist()
-        free = [i for i, b in enumerate(blocked) if not b]
+        open_cells = ~(rng.random((h, w)) < config.wall_density).ravel()
+        free = np.flatnonzero(open_cells)
         if len(free) < 2:
             continue
         i, j = rng.choice(len(free), size=2, replace=False)
-        start, goal = free[int(i)], free[int(j)]
-        length = flat_bfs(blocked, h, w, start, goal)[goal]
+        start, goal = int(free[i]), int(free[j])
+        # Bit k of `free_bits` is cell k: packbits with little bit order keeps the flat index.
+        free_bits = int.from_bytes(np.packbits(open_cells, bitorder="little").tobytes(), "little")
+        length = shortest_length(free_bits, h, w, start, goal)
         if length < 0 or length < config.min_path_length:
             continue
         if config.max_path_length is not None and length > config.max_path_length:
             continue
-        walls = frozenset((k // w, k % w) for k, b in enumerate(blocked) if b)
-        return PlanPathInstance(Grid(h, w, walls), (start // w, start % w), (goal // w, goal % w), length)
+        walls = frozenset(divmod(k, w) for k in np.flatnonzero(~open_cells).tolist())
+        return PlanPathInstance(Grid(h, w, walls), divmod(start, w), divmod(goal, w), length)
     raise ValueError(f"no Plan-Path instance satisfies {config} in {MAX_TRIES} tries; lower wall_density or min_path_length")

@@ -67,6 +67,33 @@ def flat_bfs(blocked: list[bool], height: int, width: int, source: int, target: 
     return dist
 
 
+@lru_cache(maxsize=64)
+def _column_masks(height: int, width: int) -> tuple[int, int]:
+    """Bit masks of every cell not in the first column and not in the last (flat index = bit)."""
+    first = sum(1 << (r * width) for r in range(height))
+    full = (1 << (height * width)) - 1
+    return full & ~first, full & ~(first << (width - 1))
+
+
+def shortest_length(free: int, height: int, width: int, source: int, target: int) -> int:
+    """Moves on a shortest source-target path, -1 if none: BFS one whole layer at a time on a bitset.
+
+    `free` has bit i set where flat cell i is passable. A layer is a few shifts of a 100-bit integer
+    instead of a Python step per cell, and it gives the same distance as `flat_bfs`.
+    """
+    not_first, not_last = _column_masks(height, width)
+    goal, frontier = 1 << target, 1 << source
+    seen, moves = frontier, 0
+    while frontier:
+        if frontier & goal:
+            return moves
+        frontier = ((frontier >> width) | (frontier << width) | ((frontier & not_first) >> 1)
+                    | ((frontier & not_last) << 1)) & free & ~seen
+        seen |= frontier
+        moves += 1
+    return -1
+
+
 def bfs_distances(grid: Grid, source: Cell) -> dict[Cell, int]:
     """Shortest-path length (in moves) from `source` to every reachable cell."""
     h, w = grid.height, grid.width
