@@ -94,14 +94,16 @@ QUICK_ENV_ARGS: dict[str, dict[str, Any]] = {
 
 
 def quick_env_args(env: str, env_args: dict[str, Any] | None) -> dict[str, Any]:
-    """The environment options a run uses: the user's, or when none are given the quick configuration."""
-    return dict(env_args) if env_args else dict(QUICK_ENV_ARGS.get(env, {}))
+    """The environment options a run uses: the user's, or when they set nothing but the variant (`mode`),
+    the quick configuration with it, so a single-agent row plays the same tasks as the workflow's."""
+    env_args = dict(env_args or {})
+    return env_args if set(env_args) - {"mode"} else {**QUICK_ENV_ARGS.get(env, {}), **env_args}
 
 
 @dataclass
 class RunConfig:
     env: str = opt("plan_path", "environment (see `llm-marl envs`)")
-    env_args: dict = opt({}, "environment option KEY=VALUE (repeatable); unset: a small quick configuration of the env", flag="--env-arg")
+    env_args: dict = opt({}, "environment option KEY=VALUE (repeatable); unset (or only mode): a small quick configuration of the env", flag="--env-arg")
     algo: str = opt("at-grpo", "algorithm: grpo, at-grpo, matpo, mhgpo, sharp")
     steps: int = opt(2, "training steps (rollout + update)")
     envs_per_step: int = opt(1, "environment instances (tasks) sampled per step")

@@ -13,6 +13,10 @@ without RL and a trained row adds RL on top; every trained row has the same budg
 seeds of the success rate, the final team reward and each role's mean step reward (the README's
 "Scores"); it is printed as markdown and written to `<out-dir>/<env>/leaderboard.md`,
 `leaderboard.json` and a bar chart `leaderboard.png`. `--dry-run` prints the commands only.
+
+A row's scores are kept in `<out-dir>/<env>/seed<S>/<row>.result.json` once it is evaluated, so the same
+command run again after a kill skips finished rows and warm starts and resumes a row's training from
+its last checkpoint (the table's "train s" then says "resumed": it covers the last part only).
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
+import shutil
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -47,27 +52,53 @@ def run_rows(env: str, model: str, engine: str, steps: int, n: int, out_dir: str
         if main(argv) != 0:
             raise UserError(f"{what} failed; its command: llm-marl {shlex.join(argv)}")
 
+    # What a seed folder's results depend on: reusing them under other settings would mix two tables.
+    spec = {"model": model, "engine": engine, "steps": steps, "n": n, "env_args": list(env_args), "max_new_tokens": max_new_tokens,
+            "warm_start_demos": demos, "sft_args": list(sft_args), "train_args": list(train_args)}
     for seed in seeds:
         base = Path(out_dir) / env / f"seed{seed}"
         base.mkdir(parents=True, exist_ok=True)
+        spec_file = base / "settings.json"
+        if spec_file.is_file() and json.loads(spec_file.read_text()) != spec:
+            raise UserError(f"{base} holds rows run with other settings ({spec_file}); run again with those settings "
+                            "to finish them, or choose another --out-dir")
+        spec_file.write_text(json.dumps(spec, indent=1) + "\n")
         warm: dict[str | None, Path] = {}
         for name, argv in table:
             key, mode = slug(name), row_mode(env, argv)
             if demos and mode not in warm:
                 warm[mode] = base / f"sft-{mode or 'workflow'}"
-                call(["sft", "--env", env, *(f"--env-arg={a}" for a in env_args), *([f"--env-arg=mode={mode!r}"] if mode else []),
-                      "--model", model, "--demos", str(demos), "--seed", str(seed), "--out-dir", str(base),
-                      "--run-name", warm[mode].name, *sft_args], f"seed {seed}: warm start {mode or 'workflow'}")
+                if (warm[mode] / "summary.json").is_file():
+                    log(f"[seed {seed}: warm start {mode or 'workflow'}] done before, reusing {warm[mode]}")
+                else:
+                    shutil.rmtree(warm[mode], ignore_errors=True)  # a warm start cut short is redone (minutes)
+                    call(["sft", "--env", env, *(f"--env-arg={a}" for a in env_args), *([f"--env-arg=mode={mode!r}"] if mode else []),
+                          "--model", model, "--demos", str(demos), "--seed", str(seed), "--out-dir", str(base),
+                          "--run-name", warm[mode].name, *sft_args], f"seed {seed}: warm start {mode or 'workflow'}")
+            # A row's scores are kept once it is evaluated: a killed leaderboard, run again with the same
+            # command, skips the rows it finished and resumes a row's training from its last checkpoint.
+            done = base / f"{key}.result.json"
+            if done.is_file():
+                log(f"[seed {seed}: {name}] done before, reusing {done}")
+                results[name]["seeds"].append(json.loads(done.read_text()))
+                continue
             init = ["--init-adapters", str(warm[mode])] if demos else []
-            t0 = time.perf_counter()
-            train_s = 0.0
+            train = {"train_s": 0.0, "resumed": False}
             if argv[0] == "train":
-                call([*argv, *user, *init, *train_args, "--seed", str(seed), "--out-dir", str(base), "--run-name", key,
-                      "--no-progress"], f"seed {seed}: {name}")
-                train_s = time.perf_counter() - t0
-                saved = json.loads((base / key / "config.json").read_text())
+                run_dir, timing = base / key, base / f"{key}.train.json"
+                if not (run_dir / "summary.json").is_file():
+                    t0, resumed = time.perf_counter(), run_dir.exists()
+                    if resumed:
+                        call(["train", "--resume", str(run_dir), "--no-progress"], f"seed {seed}: {name}, resuming")
+                    else:
+                        call([*argv, *user, *init, *train_args, "--seed", str(seed), "--out-dir", str(base), "--run-name", key,
+                              "--no-progress"], f"seed {seed}: {name}")
+                    timing.write_text(json.dumps({"train_s": round(time.perf_counter() - t0, 1), "resumed": resumed}) + "\n")
+                # The wall time of a training run in one piece; a resumed one's covers only its last part.
+                train = json.loads(timing.read_text()) if timing.is_file() else {"train_s": None, "resumed": True}
+                saved = json.loads((run_dir / "config.json").read_text())
                 evaluation = ["eval", "--env", env, "--model", model, "--engine", engine, "--n", str(n), "--split", "test",
-                              "--adapters", str(base / key / "adapters"), "--policy", saved["model"]["policy"],
+                              "--adapters", str(run_dir / "adapters"), "--policy", saved["model"]["policy"],
                               "--max-new-tokens", str(max_new_tokens),
                               *(f"--env-arg={k}={v!r}" for k, v in saved["resolved_env_args"].items())]
             else:
@@ -76,10 +107,11 @@ def run_rows(env: str, model: str, engine: str, steps: int, n: int, out_dir: str
             scores = base / f"{key}.eval.json"
             call([*evaluation, "--out", str(scores)], f"seed {seed}: {name}, evaluation")
             result = json.loads(scores.read_text())
-            results[name]["seeds"].append({
-                "seed": seed, "success_rate": result["success_rate"], "final_team_reward": result["final_team_reward"],
-                "mean_reward": result["mean_reward"], "mean_return": result["mean_return"], "episodes": result["episodes"],
-                "train_s": round(train_s, 1), "eval_s": round(time.perf_counter() - t1, 1)})
+            entry = {"seed": seed, "success_rate": result["success_rate"], "final_team_reward": result["final_team_reward"],
+                     "mean_reward": result["mean_reward"], "mean_return": result["mean_return"], "episodes": result["episodes"],
+                     **train, "eval_s": round(time.perf_counter() - t1, 1)}
+            done.write_text(json.dumps(entry) + "\n")
+            results[name]["seeds"].append(entry)
     return [aggregate(r) for r in results.values()]
 
 
@@ -95,7 +127,8 @@ def aggregate(result: dict[str, Any]) -> dict[str, Any]:
             "success_rate": _mean_std([s["success_rate"] for s in per_seed]),
             "final_team_reward": _mean_std([s["final_team_reward"] for s in per_seed]),
             "mean_reward": {role: _mean_std([s["mean_reward"][role] for s in per_seed if role in s["mean_reward"]]) for role in roles},
-            "episodes": per_seed[0]["episodes"], "train_s": round(statistics.fmean(s["train_s"] for s in per_seed), 1)}
+            "episodes": per_seed[0]["episodes"], "resumed": any(s.get("resumed") for s in per_seed),
+            "train_s": round(statistics.fmean(times), 1) if (times := [s["train_s"] for s in per_seed if s.get("train_s") is not None]) else None}
 
 
 def markdown(env: str, results: list[dict[str, Any]]) -> str:
@@ -107,7 +140,8 @@ def markdown(env: str, results: list[dict[str, Any]]) -> str:
              "|---|---:|---:|" + "---:|" * len(roles) + "---:|"]
     for res in results:
         rewards = " | ".join(show(res["mean_reward"][r]) if r in res["mean_reward"] else "-" for r in roles)
-        lines.append(f"| {res['row']} | {show(res['success_rate'])} | {show(res['final_team_reward'])} | {rewards} | {res['train_s']} |")
+        train_s = "-" if res["train_s"] is None else f"{res['train_s']}{' (resumed)' if res.get('resumed') else ''}"
+        lines.append(f"| {res['row']} | {show(res['success_rate'])} | {show(res['final_team_reward'])} | {rewards} | {train_s} |")
     return "\n".join(lines)
 
 

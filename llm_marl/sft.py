@@ -39,7 +39,7 @@ class SFTConfig:
     """`llm-marl sft` settings (the model, σ and LoRA shape come from `ModelConfig`, as in `train`)."""
 
     env: str = opt("plan_path", "environment whose roles (and oracle demonstrations) to train (see `llm-marl envs`)")
-    env_args: dict = opt({}, "environment option KEY=VALUE (repeatable); unset: the quick configuration `train` uses", flag="--env-arg")
+    env_args: dict = opt({}, "environment option KEY=VALUE (repeatable); unset (or only mode): the quick configuration `train` uses", flag="--env-arg")
     demos: int = opt(32, "oracle episodes of the train split to learn from (instances seed..seed+demos-1); each reply is one example")
     oracle_args: dict = opt({}, "option of the environment's oracle KEY=VALUE (repeatable), e.g. program=answer for Plan-Path", flag="--oracle-arg")
     demo_noise: float = opt(0.0, "probability that a demonstration reply is a random agent's instead (not learned from): the oracle then shows how to recover from a teammate's mistakes")

@@ -57,3 +57,70 @@ def test_dry_run_lists_the_rows(env, capsys):
 def test_unknown_env_is_a_clear_error(capsys):
     assert main(["leaderboard", "--env", "chess", "--dry-run"]) == 2
     assert "available" in capsys.readouterr().err
+
+
+def test_a_killed_leaderboard_run_again_skips_finished_rows_and_resumes_training(tmp_path, capsys):
+    """Run again with the same command, a leaderboard reuses every evaluated row and warm start, resumes a
+    row whose training was cut short from its checkpoint, and refuses to mix in other settings."""
+    argv = ["leaderboard", "--env", "plan_path", "--model", "tiny-random", "--steps", "1", "--n", "2", "--seeds", "0",
+            "--warm-start-demos", "2", "--sft-arg=--epochs=1", "--sft-arg=--heldout-demos=0", "--max-new-tokens", "8",
+            "--out-dir", str(tmp_path)]
+    assert main(argv) == 0
+    seed = tmp_path / "plan_path" / "seed0"
+    first = json.loads((tmp_path / "plan_path" / "leaderboard.json").read_text())
+    # A kill during the per-role row's training: no scores, no summary yet, its checkpoint kept.
+    cut = "mas-at-grpo-per-role-policies"
+    for path in (seed / f"{cut}.result.json", seed / f"{cut}.eval.json", seed / f"{cut}.train.json", seed / cut / "summary.json"):
+        path.unlink()
+    capsys.readouterr()
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert out.count("done before, reusing") == 2 + 4  # two warm starts, four finished rows
+    assert f"[seed 0: MAS + AT-GRPO, per-role policies, resuming] llm-marl train --resume {seed / cut}" in out
+    assert "llm-marl sft" not in out and out.count("llm-marl train") == 1
+    again = json.loads((tmp_path / "plan_path" / "leaderboard.json").read_text())
+    assert [r["row"] for r in again] == [r["row"] for r in first]
+    assert [r["success_rate"] for r in again[:-1]] == [r["success_rate"] for r in first[:-1]]
+    assert again[-1]["resumed"] and "(resumed)" in (tmp_path / "plan_path" / "leaderboard.md").read_text()
+    assert main([*argv[:-2], "--steps", "2", "--out-dir", str(tmp_path)]) == 2
+    assert "holds rows run with other settings" in capsys.readouterr().err
+
+
+def test_a_variant_alone_keeps_the_quick_configuration():
+    """The single-agent rows pass only `mode`: they must play the quick tasks the workflow rows train on."""
+    from llm_marl.config import QUICK_ENV_ARGS, quick_env_args
+
+    quick = QUICK_ENV_ARGS["plan_path"]
+    assert quick_env_args("plan_path", {"mode": "planner"}) == {**quick, "mode": "planner"}
+    assert quick_env_args("plan_path", None) == quick
+    assert quick_env_args("plan_path", {"height": 6, "mode": "planner"}) == {"height": 6, "mode": "planner"}
+    assert quick_env_args("math", {"mode": "reasoner"}) == {"mode": "reasoner"}
+
+
+def _scores(means, std=0.02):
+    from benchmarks.leaderboard import ORDER
+
+    names = [*ORDER[:3], "MAS + AT-GRPO, shared policy", "MAS + AT-GRPO, per-role policies"]
+    return [{"row": n, "success_rate": {"mean": m, "std": std}} for n, m in zip(names, means)]
+
+
+def test_the_benchmark_says_whether_the_papers_ordering_holds():
+    from benchmarks.leaderboard import ordering
+
+    assert ordering(_scores([0.1, 0.3, 0.3, 0.5, 0.6])).startswith("The papers' ordering holds here.")  # a tie is "<="
+    text = ordering(_scores([0.1, 0.3, 0.4, 0.2, 0.35]))
+    assert text.startswith("The papers' ordering does not hold here: MAS, prompt only < MAS + AT-GRPO, per-role policies.")
+    assert "single agent + GRPO <= MAS, prompt only: holds (0.300 vs 0.400" in text
+    assert "does not hold here: single agent < single agent + GRPO." in ordering(_scores([0.3, 0.31, 0.4, 0.5, 0.5]))
+
+
+def test_the_leaderboard_benchmark_writes_table_chart_and_command(tmp_path):
+    from benchmarks.leaderboard import main as bench
+
+    bench(["--envs", "sokoban", "--model", "tiny-random", "--seeds", "0", "--steps", "1", "--n", "2", "--demos", "2",
+           "--max-new-tokens", "8", "--out-dir", str(tmp_path / "out"), "--figures", str(tmp_path / "fig"),
+           "--write", str(tmp_path / "b.md")])
+    text = (tmp_path / "b.md").read_text()
+    assert "`llm-marl leaderboard --env sokoban --model tiny-random" in text and "--env-arg=height=5" in text
+    assert text.count("| MAS + AT-GRPO") == 2 and "The papers' ordering" in text
+    assert (tmp_path / "fig" / "leaderboard_sokoban.png").stat().st_size > 0
