@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import statistics
 import subprocess
 import sys
@@ -104,7 +105,7 @@ def main(argv: list[str] | None = None) -> None:
     print(body)
     if args.write:
         write_section(args.write, "main_job", f"Main job: held-out success before and after RL, {len(args.seeds)} seed(s)",
-                      f"python benchmarks/main_job.py --seeds {' '.join(map(str, args.seeds))} --write benchmarks.md", body)
+                      "python benchmarks/main_job.py " + shlex.join(argv if argv is not None else sys.argv[1:]), body)
 
 
 if __name__ == "__main__":
