@@ -13,8 +13,10 @@ pushes' solutions and one turn. It then writes, per environment, the table, the 
 the leaderboard's own files, and copied to `benchmarks/figures/`), the exact command, and whether the
 papers' ordering (single < single + GRPO <= MAS < MAS + AT-GRPO) holds on held-out greedy success.
 
-The default budget takes about 11 hours on 2 cores. A killed run continues where it stopped when the
-same command is run again (finished rows are reused, a row's training resumes from its checkpoint).
+The default budget should take about 5 hours on a quiet 2-core machine (an estimate from the main job's
+timing: per seed and environment two warm starts of ~2 minutes, three trained rows of ~12, five
+evaluations of ~2), longer on a busy one. A killed run continues where it stopped when the same
+command is run again (finished rows are reused, a row's training resumes from its checkpoint).
 """
 
 from __future__ import annotations
