@@ -38,18 +38,30 @@ ENV_ARGS = {  # every row of an environment plays these tasks (Plan-Path: none g
     "plan_path": [],
     "sokoban": ["height=5", "width=5", "inner_walls=0", "min_solution_moves=2", "max_solution_moves=4", "max_turns=1"],
 }
-# The main job's settings (configs/main-sft.yaml, configs/main-train.yaml) for every row.
-SFT_ARGS = ["--epochs=2", "--batch-size=8", "--lr=7e-4", "--heldout-demos=0"]
-TRAIN_ARGS = ["--envs-per-step=4", "--temperature=0.5", "--lr=2e-5", "--minibatch-size=16", "--eval-episodes=0"]
-# Group size: AT-GRPO K and GRPO G both default to 4, so every trained row samples 4 replies per decision.
 ORDER = ("single agent", "single agent + GRPO", "MAS, prompt only", "MAS + AT-GRPO")
 
 
+def main_job_args(env: str) -> tuple[list[str], list[str]]:
+    """The main job's warm-start and RL settings (configs/main-sft.yaml, configs/main-train.yaml) as the
+    extra `sft` and `train` flags of every row. Group size: AT-GRPO's K and GRPO's G both default to 4."""
+    import yaml
+
+    sft = yaml.safe_load((ROOT / "configs" / "main-sft.yaml").read_text())["sft"]
+    train = yaml.safe_load((ROOT / "configs" / "main-train.yaml").read_text())
+    sft_args = [f"--{k.replace('_', '-')}={sft[k]}" for k in ("epochs", "batch_size", "lr")] + ["--heldout-demos=0"]
+    if env == sft["env"]:  # the oracle's options are the main job's environment's (Plan-Path's tool program)
+        sft_args += [f"--oracle-arg={k}={v}" for k, v in sft.get("oracle_args", {}).items()]
+    train_args = [f"--envs-per-step={train['run']['envs_per_step']}", f"--temperature={train['sampling']['temperature']}",
+                  f"--lr={train['optim']['lr']}", f"--minibatch-size={train['optim']['minibatch_size']}", "--eval-episodes=0"]
+    return sft_args, train_args
+
+
 def command(env: str, args: argparse.Namespace) -> list[str]:
+    sft_args, train_args = main_job_args(env)
     return ["leaderboard", "--env", env, "--model", args.model, "--steps", str(args.steps), "--n", str(args.n),
             "--seeds", args.seeds, "--warm-start-demos", str(args.demos), "--max-new-tokens", str(args.max_new_tokens),
             "--out-dir", args.out_dir, *(f"--env-arg={a}" for a in ENV_ARGS[env]),
-            *(f"--sft-arg={a}" for a in SFT_ARGS), *(f"--train-arg={a}" for a in TRAIN_ARGS)]
+            *(f"--sft-arg={a}" for a in sft_args), *(f"--train-arg={a}" for a in train_args)]
 
 
 def ordering(results: list[dict]) -> str:

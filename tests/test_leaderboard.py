@@ -124,3 +124,12 @@ def test_the_leaderboard_benchmark_writes_table_chart_and_command(tmp_path):
     assert "`llm-marl leaderboard --env sokoban --model tiny-random" in text and "--env-arg=height=5" in text
     assert text.count("| MAS + AT-GRPO") == 2 and "The papers' ordering" in text
     assert (tmp_path / "fig" / "leaderboard_sokoban.png").stat().st_size > 0
+
+
+def test_the_leaderboard_benchmark_takes_the_main_jobs_settings():
+    from benchmarks.leaderboard import main_job_args
+
+    sft, train = main_job_args("plan_path")
+    assert "--oracle-arg=program=coords" in sft and "--lr=0.0007" in sft and "--epochs=2" in sft
+    assert "--lr=2e-05" in train and "--temperature=0.5" in train and "--envs-per-step=4" in train
+    assert not any(a.startswith("--oracle-arg") for a in main_job_args("sokoban")[0])
