@@ -286,26 +286,32 @@ class TextAECEnv(AECEnv):
         memo[id(self)] = clone
         for runtime in self._shared_runtimes():
             memo.setdefault(id(runtime), runtime)
-        shared, shallow = _fork_names(type(self))
         state = self.__dict__.copy()  # everything shared; then copy what may change in place
-        for name in state.keys() - shared:
+        shallow, deep = _fork_plan(type(self), tuple(state))
+        for name in shallow:
             value = state[name]
             cls = type(value)
-            if cls in _ATOMIC:
-                continue
-            if name in shallow and (cls is list or cls is dict):
+            if cls is list or cls is dict:
                 state[name] = memo[id(value)] = value.copy()
-            else:
+            elif cls not in _ATOMIC:
+                state[name] = copy_state(value, memo)
+        for name in deep:
+            value = state[name]
+            if type(value) not in _ATOMIC:
                 state[name] = copy_state(value, memo)
         clone.__dict__ = state
         self._seed_rng_shared = clone._seed_rng_shared = self._seed_rng is not None
         return clone
 
 
-@functools.cache
-def _fork_names(cls: type) -> tuple[frozenset[str], frozenset[str]]:
-    """`cls.fork_shared` (with the seed generator, shared copy-on-write) and `cls.fork_shallow`, as sets."""
-    return frozenset((*cls.fork_shared, "_seed_rng")), frozenset(cls.fork_shallow)
+@functools.lru_cache(maxsize=256)
+def _fork_plan(cls: type, names: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """Which of an instance's attributes `names` fork copies: (the `fork_shallow` ones, the deep-copied
+    ones); the others (`fork_shared`, and the seed generator, shared copy-on-write) are shared. Cached
+    per class and attribute list, which the instances of a class nearly always share."""
+    shared = {*cls.fork_shared, "_seed_rng"}
+    copied = [name for name in names if name not in shared]
+    return (tuple(n for n in copied if n in cls.fork_shallow), tuple(n for n in copied if n not in cls.fork_shallow))
 
 
 def fork(env: Any) -> Any:

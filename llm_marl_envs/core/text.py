@@ -20,6 +20,9 @@ MOVE_WORDS = {"U": "U", "D": "D", "L": "L", "R": "R", "UP": "U", "DOWN": "D", "L
 _FIRST_LIST = re.compile(r"\[([^\[\]]*)\]")
 _TOKEN = re.compile(r"[^\s,;]+")
 """A run between separators (whitespace, commas, semicolons)."""
+_LETTER_LIST = re.compile(r"[\s,;]*[UDLR](?:[\s,;]+[UDLR])*[\s,;]*")
+"""The common reply, single-letter moves between separators (its tokens are its letters)."""
+_LETTER = re.compile(r"[UDLR]")
 
 
 def extract_code(text: str) -> tuple[str | None, str | None]:
@@ -70,6 +73,10 @@ def parse_moves(text: str, alphabet: str = "UDLR") -> tuple[list[str] | None, st
     """
     m = _FIRST_LIST.search(text)
     body = m.group(1) if m else text
+    if alphabet == "UDLR" and _LETTER_LIST.fullmatch(body):  # the common case, without splitting into tokens
+        moves = _LETTER.findall(body)
+        if len(moves) <= MAX_MOVES:
+            return moves, None
     tokens = _TOKEN.findall(body)
     if not tokens:
         # An empty list takes no action: the format term needs moves (AT-GRPO A.1.4/A.1.5,

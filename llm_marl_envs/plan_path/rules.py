@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
+from typing import NamedTuple
 
 Cell = tuple[int, int]
 MOVES: dict[str, Cell] = {"U": (-1, 0), "D": (1, 0), "L": (0, -1), "R": (0, 1)}
@@ -28,6 +29,13 @@ class Grid:
             if self.passable(nxt):
                 out.append((move, nxt))
         return out
+
+    @cached_property
+    def moves_from(self) -> dict[Cell, dict[str, Cell | None]]:
+        """For every in-bounds cell, where each move leads (None: into a wall or off the grid). Built on
+        first use (by `simulate`) and kept with the grid, which every fork of an episode shares."""
+        return {(r, c): {move: (nxt if self.passable(nxt := (r + dr, c + dc)) else None) for move, (dr, dc) in MOVES.items()}
+                for r in range(self.height) for c in range(self.width)}
 
 
 def manhattan(a: Cell, b: Cell) -> int:
@@ -130,8 +138,7 @@ def shortest_path(grid: Grid, start: Cell, goal: Cell) -> list[str] | None:
     return path
 
 
-@dataclass(frozen=True)
-class Simulation:
+class Simulation(NamedTuple):
     """The result of executing a move list from a cell. Execution stops at the first illegal move."""
 
     positions: tuple[Cell, ...]
@@ -149,13 +156,26 @@ class Simulation:
 
 
 def simulate(grid: Grid, start: Cell, moves: list[str]) -> Simulation:
-    height, width, walls = grid.height, grid.width, grid.walls  # `grid.passable`, inlined (a hot loop)
+    table = grid.moves_from
+    if start not in table:  # off the grid (never in an episode): step through the moves one by one
+        return _simulate_off_grid(grid, start, moves)
+    positions = [start]
+    cell: Cell | None = start
+    for i, move in enumerate(moves):
+        cell = table[cell][move]  # type: ignore[index]
+        if cell is None:
+            return Simulation(tuple(positions), i)
+        positions.append(cell)
+    return Simulation(tuple(positions), None)
+
+
+def _simulate_off_grid(grid: Grid, start: Cell, moves: list[str]) -> Simulation:
     positions = [start]
     r, c = start
     for i, move in enumerate(moves):
         dr, dc = MOVES[move]
         r, c = r + dr, c + dc
-        if not (0 <= r < height and 0 <= c < width) or (r, c) in walls:
+        if not grid.passable((r, c)):
             return Simulation(tuple(positions), i)
         positions.append((r, c))
     return Simulation(tuple(positions), None)
