@@ -80,7 +80,10 @@ def run_rows(env: str, model: str, engine: str, steps: int, n: int, out_dir: str
             done = base / f"{key}.result.json"
             if done.is_file():
                 log(f"[seed {seed}: {name}] done before, reusing {done}")
-                results[name]["seeds"].append(json.loads(done.read_text()))
+                entry = json.loads(done.read_text())
+                if "format_error_rate" not in entry and (scores := base / f"{key}.eval.json").is_file():  # kept before the column
+                    entry["format_error_rate"] = json.loads(scores.read_text())["format_error_rate"]
+                results[name]["seeds"].append(entry)
                 continue
             init = ["--init-adapters", str(warm[mode])] if demos else []
             train = {"train_s": 0.0, "resumed": False}
@@ -109,6 +112,7 @@ def run_rows(env: str, model: str, engine: str, steps: int, n: int, out_dir: str
             result = json.loads(scores.read_text())
             entry = {"seed": seed, "success_rate": result["success_rate"], "final_team_reward": result["final_team_reward"],
                      "mean_reward": result["mean_reward"], "mean_return": result["mean_return"], "episodes": result["episodes"],
+                     "format_error_rate": result["format_error_rate"],
                      **train, "eval_s": round(time.perf_counter() - t1, 1)}
             done.write_text(json.dumps(entry) + "\n")
             results[name]["seeds"].append(entry)
@@ -126,6 +130,9 @@ def aggregate(result: dict[str, Any]) -> dict[str, Any]:
     return {**result,
             "success_rate": _mean_std([s["success_rate"] for s in per_seed]),
             "final_team_reward": _mean_std([s["final_team_reward"] for s in per_seed]),
+            # The share of a role's replies that missed the answer format, averaged over roles: why a row scores 0.
+            "format_errors": (_mean_std([statistics.fmean(s["format_error_rate"].values()) for s in per_seed])
+                              if all(s.get("format_error_rate") for s in per_seed) else None),
             "mean_reward": {role: _mean_std([s["mean_reward"][role] for s in per_seed if role in s["mean_reward"]]) for role in roles},
             "episodes": per_seed[0]["episodes"], "resumed": any(s.get("resumed") for s in per_seed),
             "train_s": round(statistics.fmean(times), 1) if (times := [s["train_s"] for s in per_seed if s.get("train_s") is not None]) else None}
@@ -136,12 +143,14 @@ def markdown(env: str, results: list[dict[str, Any]]) -> str:
     show = lambda m: f"{m['mean']:.3f} ± {m['std']:.3f}"  # noqa: E731
     seeds = len(results[0]["seeds"]) if results else 0
     lines = [f"| {env} row ({seeds} seed{'s' * (seeds != 1)}) | success | final team reward | "
-             + " | ".join(f"reward {r}" for r in roles) + " | train s |",
-             "|---|---:|---:|" + "---:|" * len(roles) + "---:|"]
+             + " | ".join(f"reward {r}" for r in roles) + " | format errors | train s |",
+             "|---|---:|---:|" + "---:|" * len(roles) + "---:|---:|"]
     for res in results:
         rewards = " | ".join(show(res["mean_reward"][r]) if r in res["mean_reward"] else "-" for r in roles)
+        errors = "-" if res.get("format_errors") is None else show(res["format_errors"])
         train_s = "-" if res["train_s"] is None else f"{res['train_s']}{' (resumed)' if res.get('resumed') else ''}"
-        lines.append(f"| {res['row']} | {show(res['success_rate'])} | {show(res['final_team_reward'])} | {rewards} | {train_s} |")
+        lines.append(f"| {res['row']} | {show(res['success_rate'])} | {show(res['final_team_reward'])} | {rewards} | {errors} "
+                     f"| {train_s} |")
     return "\n".join(lines)
 
 

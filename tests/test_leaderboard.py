@@ -72,6 +72,10 @@ def test_a_killed_leaderboard_run_again_skips_finished_rows_and_resumes_training
     cut = "mas-at-grpo-per-role-policies"
     for path in (seed / f"{cut}.result.json", seed / f"{cut}.eval.json", seed / f"{cut}.train.json", seed / cut / "summary.json"):
         path.unlink()
+    # A row kept before the format-errors column: its rate is read back from its evaluation file.
+    assert all(0.0 <= r["format_errors"]["mean"] <= 1.0 for r in first)
+    older = seed / "single-agent.result.json"
+    older.write_text(json.dumps({k: v for k, v in json.loads(older.read_text()).items() if k != "format_error_rate"}))
     capsys.readouterr()
     assert main(argv) == 0
     out = capsys.readouterr().out
@@ -81,6 +85,8 @@ def test_a_killed_leaderboard_run_again_skips_finished_rows_and_resumes_training
     again = json.loads((tmp_path / "plan_path" / "leaderboard.json").read_text())
     assert [r["row"] for r in again] == [r["row"] for r in first]
     assert [r["success_rate"] for r in again[:-1]] == [r["success_rate"] for r in first[:-1]]
+    assert [r["format_errors"] for r in again[:-1]] == [r["format_errors"] for r in first[:-1]]
+    assert "| format errors |" in (tmp_path / "plan_path" / "leaderboard.md").read_text()
     assert again[-1]["resumed"] and "(resumed)" in (tmp_path / "plan_path" / "leaderboard.md").read_text()
     assert main([*argv[:-2], "--steps", "2", "--out-dir", str(tmp_path)]) == 2
     assert "holds rows run with other settings" in capsys.readouterr().err
