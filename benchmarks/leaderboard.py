@@ -103,6 +103,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--out-dir", default=str(ROOT / "runs" / "leaderboard-bench"))
     p.add_argument("--figures", default=str(ROOT / "benchmarks" / "figures"), help="where the bar charts are copied")
     p.add_argument("--write", default=None, help="markdown file whose 'leaderboard' section to replace (benchmarks.md)")
+    p.add_argument("--note", default="", help="a sentence for the section, e.g. how and where the rows were run")
     args = p.parse_args(argv)
     envs = [e for e in args.envs.split(",") if e]
     unknown = set(envs) - set(ENV_ARGS)
@@ -120,8 +121,9 @@ def main(argv: list[str] | None = None) -> None:
         print(parts[-1], flush=True)
     body = (f"Model `{args.model}`, seeds {args.seeds}, {args.steps} RL steps per trained row, {args.n} held-out test "
             f"episodes per row (greedy), warm starts on {args.demos} oracle episodes of each row's variant. Mean ± std over "
-            "seeds; \"train s\" is the mean wall time of a row's training (\"resumed\": it covers the last part only).\n\n"
-            + "\n\n".join(parts))
+            "seeds; \"format errors\" is the share of a role's replies that missed the answer format (mean over roles); "
+            "\"train s\" is the mean wall time of a row's training (\"resumed\": it covers the last part only)."
+            + (f" {args.note}" if args.note else "") + "\n\n" + "\n\n".join(parts))
     if args.write:
         write_section(args.write, "leaderboard", "The papers' comparison at CPU scale (AT-GRPO Table 1 rows)",
                       f"python benchmarks/leaderboard.py {shlex.join(argv if argv is not None else sys.argv[1:])}", body)
