@@ -35,10 +35,14 @@ class ModelConfig:
     lora_alpha: int = opt(32, "LoRA alpha")
     lora_dropout: float = opt(0.0, "LoRA dropout")
     init_adapters: str = opt("", "start the adapters from saved ones (an `llm-marl sft` or `train` run directory, or its adapters folder): a warm start")
+    device: str = opt("auto", "where the trainer's model (and the hf engine) runs: auto (cuda when torch sees a GPU, else cpu), cpu, cuda, cuda:N")
 
     def __post_init__(self) -> None:
         if self.lora_r < 1:
             raise ValueError(f"--lora-r must be >= 1, got {self.lora_r}")
+        from llm_marl.models import resolve_device
+
+        resolve_device(self.device)  # a GPU asked for must be there: say so before the model loads
 
 
 @dataclass

@@ -94,6 +94,8 @@ def add_commands(sub: Any, argv: Sequence[str]) -> None:
     p.add_argument("--adapters", default=None, help="adapters folder of a run (RUN_DIR/adapters or a checkpoint's adapters)")
     p.add_argument("--policy", default="shared", help="role->adapter map when no --adapters are given")
     p.add_argument("--engine", default="hf", choices=["hf", "vllm", "api"])
+    p.add_argument("--device", default="auto", help="where the model runs with --engine hf: auto (cuda when torch sees a GPU, "
+                   "else cpu), cpu, cuda, cuda:N")
     from llm_marl.cli import add_api_arguments
 
     add_api_arguments(p, "--engine api")
@@ -281,9 +283,10 @@ def adapters_base_model(adapters: str | Path | None) -> str | None:
         return None  # a damaged manifest is reported by load_policy
 
 
-def load_policy(model: str, roles: list[str], policy: str = "shared", adapters: str | Path | None = None, seed: int = 0) -> Any:
-    """The policy set of `model`; with `adapters` (a folder written by `PolicySet.save`), built with
-    the saved LoRA shape and loaded with the saved weights and σ."""
+def load_policy(model: str, roles: list[str], policy: str = "shared", adapters: str | Path | None = None, seed: int = 0,
+                device: str | None = None) -> Any:
+    """The policy set of `model` (on `device`, default the CPU); with `adapters` (a folder written by
+    `PolicySet.save`), built with the saved LoRA shape and loaded with the saved weights and σ."""
     from llm_marl.policies import MANIFEST, LoRAConfig, PolicySet
 
     lora = None
@@ -304,7 +307,7 @@ def load_policy(model: str, roles: list[str], policy: str = "shared", adapters: 
             if Path(resolve_model(model)).resolve() != Path(base).resolve():
                 raise ValueError(f"--adapters {adapters} were trained on {base}, not on --model {model}: drop --model "
                                  "(eval then uses the adapters' base model) or pass that model")
-    loaded = PolicySet.from_pretrained(model, roles=roles, policy=policy, lora=lora, seed=seed)
+    loaded = PolicySet.from_pretrained(model, roles=roles, policy=policy, lora=lora, seed=seed, device=device)
     if adapters is not None:
         loaded.load(adapters)
     return loaded
@@ -327,7 +330,11 @@ def _eval_engine(args: argparse.Namespace, env_kwargs: dict[str, Any], user_erro
             parse_policy(args.policy, roles)  # before the model loads
         if args.engine == "vllm":
             require_vllm()  # before the model loads
-        policy = load_policy(args.model, roles, policy=args.policy, adapters=args.adapters, seed=args.seed)
+        from llm_marl.models import resolve_device
+
+        # vLLM holds the weights it samples with; its policy set only writes adapter folders, so it stays on the CPU.
+        device = "cpu" if args.engine == "vllm" else resolve_device(args.device)
+        policy = load_policy(args.model, roles, policy=args.policy, adapters=args.adapters, seed=args.seed, device=device)
     except (ValueError, FileNotFoundError, TypeError) as exc:
         raise user_error(str(exc)) from None
     engine = make_engine("hf", policy, seed=args.seed) if args.engine == "hf" else make_engine("vllm", policy_set=policy)

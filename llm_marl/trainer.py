@@ -274,6 +274,7 @@ def train(config: TrainConfig, resume: str | None = None, log: Any = print,
     `engine_factory(policy)` replaces the configured engine (a custom backend, or a scripted engine in
     tests); the trainer then recomputes the old log-probs with its own model.
     """
+    from llm_marl.models import resolve_device
     from llm_marl.policies import LoRAConfig, PolicySet, set_deterministic
     from llm_marl.threads import set_threads
     from llm_marl_envs.registry import make_raw
@@ -290,7 +291,8 @@ def train(config: TrainConfig, resume: str | None = None, log: Any = print,
     torch.manual_seed(run_cfg.seed)
 
     lora = LoRAConfig(r=config.model.lora_r, alpha=config.model.lora_alpha, dropout=config.model.lora_dropout)
-    policy = PolicySet.from_pretrained(config.model.model, roles=roles, policy=config.model.policy, lora=lora, seed=run_cfg.seed)
+    policy = PolicySet.from_pretrained(config.model.model, roles=roles, policy=config.model.policy, lora=lora, seed=run_cfg.seed,
+                                       device=resolve_device(config.model.device))
     if config.model.init_adapters:
         sources = policy.init_from(config.model.init_adapters)  # before the run directory exists: a bad path leaves nothing behind
         log(f"adapters start from {config.model.init_adapters}: " + ", ".join(f"{a} <- {s}" for a, s in sources.items()))

@@ -276,6 +276,46 @@ def test_policy_with_an_unknown_role(capsys, no_model_loads, command):
                    "unknown ['boss']", "must map exactly the roles ['tool', 'planner']")
 
 
+def _no_gpu() -> bool:
+    import torch
+
+    return not torch.cuda.is_available()
+
+
+@pytest.mark.skipif(not _no_gpu(), reason="torch sees a GPU here: --device cuda is valid")
+@pytest.mark.parametrize("command", ["train", "sft", "eval"])
+def test_device_cuda_without_a_gpu(capsys, no_model_loads, command):
+    one_line_error(capsys, [command, "--env", "plan_path", "--device", "cuda", "--model", "tiny-random"],
+                   "--device cuda: torch sees 0 CUDA device(s)", "use --device cpu")
+
+
+@pytest.mark.parametrize("command", ["train", "sft", "eval"])
+def test_device_that_is_no_device(capsys, no_model_loads, command):
+    one_line_error(capsys, [command, "--env", "plan_path", "--device", "gpu0", "--model", "tiny-random"],
+                   "--device must be auto, cpu, cuda or cuda:N, got 'gpu0'")
+
+
+@pytest.mark.parametrize("command", ["train", "sft", "eval"])
+def test_the_device_reaches_the_model(monkeypatch, command):
+    """`--device` (default auto: cuda when torch sees a GPU, else cpu) is where each command loads its model."""
+    import torch
+
+    from llm_marl.policies import PolicySet
+
+    seen = []
+
+    def record(cls, *args, **kwargs):
+        seen.append(kwargs.get("device"))
+        raise KeyboardInterrupt  # stop before anything runs on the model
+
+    monkeypatch.setattr(PolicySet, "from_pretrained", classmethod(record))
+    auto = "cuda" if torch.cuda.is_available() else "cpu"
+    for extra, expected in (([], auto), (["--device", "cpu"], "cpu")):
+        with pytest.raises(KeyboardInterrupt):
+            main([command, "--env", "plan_path", "--model", "tiny-random", *extra])
+        assert seen.pop() == expected
+
+
 @pytest.mark.parametrize("argv", [
     ["play", "--env", "plan_path", "--env-arg", "height=abc"],
     ["play", "--env", "plan_path", "--env-arg", "height=3.5"],

@@ -69,6 +69,26 @@ def _from_hf_cache(repo_id: str) -> str:
         ) from None
 
 
+def resolve_device(device: str = "auto") -> str:
+    """The torch device the trainer's model runs on: `auto` is `cuda` when torch sees a GPU, else `cpu`;
+    `cpu`, `cuda` and `cuda:N` are taken as given once checked (a GPU asked for must be there)."""
+    import torch
+
+    name = (device or "auto").strip().lower()
+    if name == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if name == "cpu":
+        return name
+    if name == "cuda" or (name.startswith("cuda:") and name[5:].isdigit()):
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        index = int(name[5:]) if ":" in name else 0
+        if index >= count:
+            raise ValueError(f"--device {device}: torch sees {count} CUDA device(s) here (a CPU build of torch sees none); "
+                             "use --device cpu, or --device auto to take a GPU only when there is one")
+        return name
+    raise ValueError(f"--device must be auto, cpu, cuda or cuda:N, got {device!r}")
+
+
 def load_model_and_tokenizer(name: str, dtype: "torch.dtype | str" = "float32", device: str | None = None) -> tuple[Any, Any]:
     """(causal LM in eval mode, tokenizer with a pad token) for `name`, loaded offline.
 
