@@ -40,6 +40,13 @@ def load_adapter_tensors(policy: Any, adapters: dict[str, dict[str, Any]]) -> No
             raise ValueError(f"published adapter {name!r} does not fit this model: unexpected {unexpected[:3]}")
 
 
+def _ray_gave_a_gpu() -> bool:
+    """Ray sets CUDA_VISIBLE_DEVICES to the GPUs it assigned the actor (empty for none)."""
+    import torch
+
+    return torch.cuda.is_available() and bool(os.environ.get("CUDA_VISIBLE_DEVICES"))
+
+
 @dataclass(frozen=True)
 class EngineSpec:
     """How an engine actor builds its engine: the run's model, σ and LoRA shape (picklable)."""
@@ -62,7 +69,8 @@ class EngineSpec:
 
             torch.set_num_threads(self.threads)
         # vLLM holds the weights it serves; its policy set only writes adapter folders, so it stays on the CPU.
-        device = "cpu" if self.kind == "vllm" else None
+        # An hf engine samples with its own model: on the GPU when Ray gave the actor one (as a trainer rank's).
+        device = "cpu" if self.kind == "vllm" or not _ray_gave_a_gpu() else "cuda"
         policy = PolicySet.from_pretrained(self.model, roles=list(self.roles), policy=self.policy, lora=self.lora, seed=self.seed,
                                            device=device)
         if self.kind == "hf":
@@ -182,7 +190,7 @@ class TrainerRank:
         self.rank, self.world = rank, world
         self.policy = PolicySet.from_pretrained(spec.model, roles=list(spec.roles), policy=spec.policy, lora=spec.lora, seed=spec.seed,
                                                 dtype=spec.dtype)
-        if torch.cuda.is_available() and os.environ.get("CUDA_VISIBLE_DEVICES"):
+        if _ray_gave_a_gpu():
             self.policy.model.to("cuda")
         self.optimizers = {a: torch.optim.AdamW(self.policy.trainable_parameters(a), lr=spec.optim.lr, weight_decay=spec.optim.weight_decay)
                            for a in self.policy.adapters}
