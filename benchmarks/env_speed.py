@@ -22,11 +22,6 @@ Rows:
   wall time is the environments' and the sandbox's: tool programs of a wave run one after the other
   (`prefetch=False`, and the base tree) or all at once (`prefetch=True`, 2 sandbox workers).
 
-With `--cpu-time`, the per-call rows (everything but the tree rollout, whose sandboxed programs run in
-other processes) time the CPU of the measuring thread (`time.thread_time`) instead of the wall clock,
-on every side: on a machine that is running something else, a wall-clock microsecond row mostly
-measures how often the other work took the core.
-
 With `--peers PYTHON` (an interpreter of a scratch virtual environment outside the project where
 reasoning-gym is installed from the package index), the same rounds also time reasoning-gym's
 generators on the shared tasks (maze, mini_sudoku, sudoku, sokoban). With `--pettingllms SRC` too (a
@@ -64,29 +59,25 @@ PEER_TASKS = {  # our generation row -> reasoning-gym dataset and config doing t
     "Sudoku 9x9 unique, train": ("sudoku", {"min_empty": 30, "max_empty": 50}),
     "Sokoban 6x6 one box, train": ("sokoban", {"min_w": 6, "max_w": 6, "min_h": 6, "max_h": 6, "min_boxes": 1, "max_boxes": 1}),
 }
-CPU_TIME = "ENV_SPEED_CPU_TIME"
-"""Set to 1 in the measuring processes' environment by `--cpu-time`."""
-TIMER = time.thread_time if os.environ.get(CPU_TIME) == "1" else time.perf_counter
 PEER_WORKER = """
-import json, os, sys, time
+import json, sys, time
 import reasoning_gym
-timer = time.thread_time if os.environ.get("ENV_SPEED_CPU_TIME") == "1" else time.perf_counter
 tasks, fast = json.loads(sys.argv[1]), sys.argv[2] == "1"
 out = {}
 for row, (name, config, count) in tasks.items():
     count = max(2, count // 5) if fast else count
     ds = reasoning_gym.create_dataset(name, seed=0, size=count, **config)
-    start = timer()
+    start = time.perf_counter()
     for i in range(count):
         ds[i]  # items are generated on access, a pure function of (seed, index)
-    out["gen/" + row] = (timer() - start) / count * 1e6
+    out["gen/" + row] = (time.perf_counter() - start) / count * 1e6
 print(json.dumps(out))
 """
 
 
 # ---------------------------------------------------------------------------- worker (one tree, one round)
 def _per_call_us(fn, number: int, repeat: int = 3) -> float:
-    return min(timeit.repeat(fn, number=number, repeat=repeat, timer=TIMER)) / number * 1e6
+    return min(timeit.repeat(fn, number=number, repeat=repeat)) / number * 1e6
 
 
 def _turn_state(name: str, mode: str):
@@ -125,10 +116,10 @@ def worker(fast: bool) -> dict[str, float]:
         count = max(2, count // 5) if fast else count
         make = make_raw(name, **kwargs)._make_instance
         ns = make_raw(name, **kwargs).instance_namespace
-        start = TIMER()
+        start = time.perf_counter()
         for seed in range(count):
             draw_instance(ns, split, seed, make)
-        out[f"gen/{row}"] = (TIMER() - start) / count * 1e6
+        out[f"gen/{row}"] = (time.perf_counter() - start) / count * 1e6
     out.update(_rollout_times())
     return out
 
@@ -174,15 +165,14 @@ def _run_worker(tree: Path, fast: bool) -> dict[str, float]:
 
 
 PETTINGLLMS_WORKER = """
-import copy, json, os, re, sys, time, timeit
-timer = time.thread_time if os.environ.get("ENV_SPEED_CPU_TIME") == "1" else time.perf_counter
+import copy, json, re, sys, time, timeit
 sys.path.insert(0, sys.argv[1])
 from pettingllms.multi_agent_env.stateful.env_state import PlanPathGridEnvState, SokobanGridEnvState, SudukuEnvState
 fast = sys.argv[2] == "1"
 n = 50 if fast else 300
 six = {"env": {"map_size": 6}}
 def per_call(fn, number):
-    return min(timeit.repeat(fn, number=number, repeat=3, timer=timer)) / number * 1e6
+    return min(timeit.repeat(fn, number=number, repeat=3)) / number * 1e6
 def moves(text):  # the reply's action list, as a trainer must parse it before step
     return re.findall(r"[UDLR]", text.rsplit("####", 1)[-1])
 states = {
@@ -206,10 +196,10 @@ for name, (make, reply) in states.items():
 for row, make, count in (("Plan-Path 10x10, train", lambda s: PlanPathGridEnvState(seed=s), 300),
                          ("Sokoban 6x6 one box, train", lambda s: SokobanGridEnvState(seed=s, config=six), 150)):
     count = max(2, count // 5) if fast else count
-    start = timer()
+    start = time.perf_counter()
     for seed in range(count):
         make(seed)
-    out["gen/" + row] = (timer() - start) / count * 1e6
+    out["gen/" + row] = (time.perf_counter() - start) / count * 1e6
 print(json.dumps(out))
 """
 
@@ -304,12 +294,8 @@ def main() -> None:
                     "outside the project: python -m venv /tmp/peers && /tmp/peers/bin/pip install reasoning-gym)")
     ap.add_argument("--pettingllms", metavar="SRC", help="a PettingLLMs checkout (its `pettingllms/` package is imported "
                     "by the --peers interpreter; nothing of it is installed into the project)")
-    ap.add_argument("--cpu-time", action="store_true", help="time the per-call rows with the measuring thread's CPU "
-                    "time instead of the wall clock (for a machine that is running something else)")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
-    if args.cpu_time:
-        os.environ[CPU_TIME] = "1"  # the measuring processes inherit it
     if args.worker:
         sys.path.insert(0, os.getcwd())
         print(json.dumps(worker(args.fast)))
@@ -334,9 +320,7 @@ def main() -> None:
         from benchmarks._report import write_section
 
         command = "python benchmarks/env_speed.py " + " ".join(shlex.quote(a) for a in sys.argv[1:])
-        note = (f"{args.rounds} alternating rounds per tree; per-call times (each round's best of 3 timed repeats"
-                + ("; CPU time of the measuring thread, `--cpu-time`, except the tree rollout's wall time" if args.cpu_time else "")
-                + "). "
+        note = (f"{args.rounds} alternating rounds per tree; per-call times (each round's best of 3 timed repeats). "
                 f"1-minute load average {load0:.1f} before and {load1:.1f} after (the machine is shared: absolute "
                 "numbers move with the load, the ratios much less). Sandbox: 2 warm workers; the tree rollout's engine "
                 "is scripted, so its time is the environments' and the sandbox's. "
