@@ -27,6 +27,7 @@ _SPLIT_BUCKETS: dict[str, frozenset[int]] = {
     "test": frozenset({8, 9}),
 }
 _SPLIT_IDS = {name: i for i, name in enumerate(SPLITS)}
+_SPLIT_OF_BUCKET = tuple(next(name for name, buckets in _SPLIT_BUCKETS.items() if b in buckets) for b in range(10))
 MAX_ATTEMPTS = 2_000
 
 
@@ -49,8 +50,8 @@ def instance_hash(key: str) -> str:
 
 def split_of(key: str) -> str:
     """The split an instance with this canonical key belongs to."""
-    bucket = int(instance_hash(key)[:8], 16) % 10
-    return next(name for name, buckets in _SPLIT_BUCKETS.items() if bucket in buckets)
+    # The first 8 hex digits of `instance_hash(key)`, read from the digest's first 4 bytes.
+    return _SPLIT_OF_BUCKET[int.from_bytes(hashlib.sha256(key.encode()).digest()[:4], "big") % 10]
 
 
 def instance_rng(env_name: str, split: str, seed: int, attempt: int = 0) -> np.random.Generator:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import repeat
 
 import numpy as np
 
@@ -41,12 +42,12 @@ class PlanPathInstance:
 
     def key(self) -> str:
         h, w = self.grid.height, self.grid.width
-        cells = bytearray(b"." * (h * w))
+        stride = w + 1  # each row and its "/" separator
+        cells = bytearray((b"." * w + b"/") * h)
         for r, c in self.grid.walls:
             if 0 <= r < h and 0 <= c < w:
-                cells[r * w + c] = 35  # "#"
-        text = cells.decode()
-        return f"{self.start}|{self.goal}|" + "/".join(text[r * w:(r + 1) * w] for r in range(h))
+                cells[r * stride + c] = 35  # "#"
+        return f"{self.start}|{self.goal}|{cells[:-1].decode()}"
 
 
 MAX_TRIES = 10_000
@@ -55,8 +56,8 @@ MAX_TRIES = 10_000
 def generate(rng: np.random.Generator, config: PlanPathConfig) -> PlanPathInstance:
     h, w = config.height, config.width
     for _ in range(MAX_TRIES):
-        open_cells = ~(rng.random((h, w)) < config.wall_density).ravel()
-        free = np.flatnonzero(open_cells)
+        open_cells = rng.random(h * w) >= config.wall_density  # the draws of rng.random((h, w)), flat
+        free = open_cells.nonzero()[0]
         if len(free) < 2:
             continue
         i, j = rng.choice(len(free), size=2, replace=False)
@@ -68,6 +69,6 @@ def generate(rng: np.random.Generator, config: PlanPathConfig) -> PlanPathInstan
             continue
         if config.max_path_length is not None and length > config.max_path_length:
             continue
-        walls = frozenset(divmod(k, w) for k in np.flatnonzero(~open_cells).tolist())
+        walls = frozenset(map(divmod, (~open_cells).nonzero()[0].tolist(), repeat(w)))
         return PlanPathInstance(Grid(h, w, walls), divmod(start, w), divmod(goal, w), length)
     raise ValueError(f"no Plan-Path instance satisfies {config} in {MAX_TRIES} tries; lower wall_density or min_path_length")
