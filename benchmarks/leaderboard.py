@@ -9,9 +9,9 @@ multi-agent prompt-only, multi-agent + AT-GRPO with a shared and with per-role p
 a seed warm-started by SFT on a few oracle episodes of its own variant, with the main job's RL settings
 (`configs/main-train.yaml`: K=4, 4 tasks per step, temperature 0.5, lr 2e-5). Plan-Path plays the main
 job's quick configuration (4x4, paths of 2-4 moves, one turn); Sokoban a 5x5 board with one box, 2-4
-pushes' solutions and one turn. It then writes, per environment, the table, the bar chart (next to
-the leaderboard's own files, and copied to `benchmarks/figures/`), the exact command, and whether the
-papers' ordering (single < single + GRPO <= MAS < MAS + AT-GRPO) holds on held-out greedy success.
+moves' solutions and one turn, its tool warm-started on the one-line program that prints the moves. It
+then writes, per environment, the table, the bar chart (next to the leaderboard's own files, and
+copied to `benchmarks/figures/`), the exact command, and whether the papers' ordering (single < single + GRPO <= MAS < MAS + AT-GRPO) holds on held-out greedy success.
 
 The default budget should take about 5 hours on a quiet 2-core machine (an estimate from the main job's
 timing: per seed and environment two warm starts of ~2 minutes, three trained rows of ~12, five
@@ -38,6 +38,10 @@ ENV_ARGS = {  # every row of an environment plays these tasks (Plan-Path: none g
     "plan_path": [],
     "sokoban": ["height=5", "width=5", "inner_walls=0", "min_solution_moves=2", "max_solution_moves=4", "max_turns=1"],
 }
+# The tool's program style in every warm start: Plan-Path's is the main job's (configs/main-sft.yaml);
+# Sokoban's search program is a few hundred tokens, beyond the 128-token reply budget, so its tool
+# learns the one-line program that prints the moves.
+SOKOBAN_ORACLE_ARGS = ["program=answer"]
 ORDER = ("single agent", "single agent + GRPO", "MAS, prompt only", "MAS + AT-GRPO")
 
 
@@ -51,6 +55,8 @@ def main_job_args(env: str) -> tuple[list[str], list[str]]:
     sft_args = [f"--{k.replace('_', '-')}={sft[k]}" for k in ("epochs", "batch_size", "lr")] + ["--heldout-demos=0"]
     if env == sft["env"]:  # the oracle's options are the main job's environment's (Plan-Path's tool program)
         sft_args += [f"--oracle-arg={k}={v}" for k, v in sft.get("oracle_args", {}).items()]
+    elif env == "sokoban":
+        sft_args += [f"--oracle-arg={a}" for a in SOKOBAN_ORACLE_ARGS]
     train_args = [f"--envs-per-step={train['run']['envs_per_step']}", f"--temperature={train['sampling']['temperature']}",
                   f"--lr={train['optim']['lr']}", f"--minibatch-size={train['optim']['minibatch_size']}", "--eval-episodes=0"]
     return sft_args, train_args

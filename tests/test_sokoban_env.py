@@ -247,13 +247,24 @@ def test_oracle_tool_program_is_a_real_program():
     assert "deque" in program and "BOARD" in program and "solve_board" in program
 
 
+@pytest.mark.parametrize("program", SokobanOracle.PROGRAMS)
 @pytest.mark.parametrize("mode", ["mas", "planner", "tool"])
-def test_oracle_solves_two_box_levels_in_one_turn(mode):
+def test_oracle_solves_two_box_levels_in_one_turn(mode, program):
     env = sokoban_v1.env(mode=mode, num_boxes=2)
     for seed in range(5):
-        result = run_episode(env, SokobanOracle(), seed=seed, split="test")
+        result = run_episode(env, SokobanOracle(program=program), seed=seed, split="test")
         assert result.success and result.turns == 1
         assert sum(result.parse_errors.values()) == 0
+
+
+def test_the_answer_program_is_one_short_line_and_an_unknown_style_is_refused():
+    env = sokoban_v1.env(mode="tool")
+    env.reset(seed=0, options={"split": "test"})
+    reply = SokobanOracle(program="answer").act("tool", env.observe("tool"))
+    moves = ", ".join(env.unwrapped.instance.solution)
+    assert reply == f'```python\nprint("[{moves}]")\n```'
+    with pytest.raises(ValueError, match="program must be one of search, answer"):
+        SokobanOracle(program="bfs")
 
 
 def test_doc_page_example_is_the_real_observation():

@@ -112,9 +112,24 @@ def solves(board: list[str], moves: list[str]) -> bool:
 
 
 class SokobanOracle(Agent):
+    """How the tool writes its program:
+    - `program="search"`: the breadth-first search above (it really searches, in the sandbox; a few
+      hundred tokens);
+    - `"answer"`: a one-line program printing the move list the oracle found (a few dozen tokens),
+      for small models and short reply budgets, as Plan-Path's oracle offers."""
+
+    PROGRAMS = ("search", "answer")
+
+    def __init__(self, program: str = "search"):
+        if program not in self.PROGRAMS:
+            raise ValueError(f"program must be one of {', '.join(self.PROGRAMS)}, got {program!r}")
+        self.program = program
+
     def act(self, role: str, observation: dict[str, Any]) -> str:
         task = last_user_text(observation)
         board = parse_board(task)
+        if role == "tool" and self.program == "answer":
+            return "```python\nprint(\"[" + ", ".join(solve_board(board) or []) + "]\")\n```"
         if role == "tool":
             program = TOOL_PROGRAM.replace("{board}", "\n".join(board))
             return "Breadth-first search over (player, boxes) states; the first solved state gives a shortest move list.\n```python\n" + program + "```"
