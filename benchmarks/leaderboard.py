@@ -11,7 +11,8 @@ a seed warm-started by SFT on a few oracle episodes of its own variant, with the
 job's quick configuration (4x4, paths of 2-4 moves, one turn); Sokoban a 5x5 board with one box, 2-4
 moves' solutions and one turn, its tool warm-started on the one-line program that prints the moves. It
 then writes, per environment, the table, the bar chart (next to the leaderboard's own files, and
-copied to `benchmarks/figures/`), the exact command, and whether the papers' ordering (single < single + GRPO <= MAS < MAS + AT-GRPO) holds on held-out greedy success.
+copied to `benchmarks/figures/`), the exact command, and whether the papers' ordering (single <
+single + GRPO <= MAS < MAS + AT-GRPO) holds on held-out greedy success.
 
 The default budget should take about 5 hours on a quiet 2-core machine (an estimate from the main job's
 timing: per seed and environment two warm starts of ~2 minutes, three trained rows of ~12, five

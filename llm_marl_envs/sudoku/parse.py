@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -26,6 +27,7 @@ MAX_SPAN_CHARS = 50_000
 MAX_SPANS = 16
 """Top-level bracketed spans tried before giving up."""
 _MAX_DEPTH = 3
+_BRACKET = re.compile(r"[\[\]]")
 
 
 @dataclass(frozen=True)
@@ -44,7 +46,8 @@ def _spans(text: str) -> list[tuple[str | None, str | None]]:
     """Top-level balanced `[...]` spans, in order: (span, None) or (None, why it was skipped)."""
     out: list[tuple[str | None, str | None]] = []
     depth, start, deepest = 0, -1, 0
-    for i, ch in enumerate(text):
+    for found in _BRACKET.finditer(text):  # only brackets change the scan's state
+        i, ch = found.start(), found.group()
         if ch == "[":
             if depth == 0:
                 start, deepest = i, 0
@@ -105,6 +108,9 @@ def _structure(value: Any, size: int | None) -> tuple[SudokuAnswer | None, str |
         return None, "expected a list"
     if not value:
         return None, "empty list: give a grid or at least one [r, c, v] step"
+    if (size is not None and size != 3 and len(value) == size and all(type(row) is list and len(row) == size for row in value)
+            and {type(v) for row in value for v in row} == {int}):  # the common reply, a JSON grid: what the checks below conclude
+        return SudokuAnswer("grid", grid=tuple(map(tuple, value))), None
     # A list of triples is steps (grids have N >= 4 columns; the paper's example
     # `[[1,3,4],[2,1,6],[9,9,1]]` is a step list).
     if all(isinstance(row, (list, tuple)) and len(row) == 3 for row in value) and size != 3:
