@@ -14,10 +14,11 @@ then writes, per environment, the table, the bar chart (next to the leaderboard'
 copied to `benchmarks/figures/`), the exact command, and whether the papers' ordering (single <
 single + GRPO <= MAS < MAS + AT-GRPO) holds on held-out greedy success.
 
-The default budget should take about 5 hours on a quiet 2-core machine (an estimate from the main job's
-timing: per seed and environment two warm starts of ~2 minutes, three trained rows of ~12, five
-evaluations of ~2), longer on a busy one. A killed run continues where it stopped when the same
-command is run again (finished rows are reused, a row's training resumes from its checkpoint).
+With the default budget, Sokoban's 3 seeds took 92 minutes on a 2-core machine (seeds 0 and 1 side by
+side, each pinned to one core, in 41 minutes; then seed 2 on one core in 51); Plan-Path's take longer
+(each of its trained team rows 15-17 minutes of training alone, on a machine running other work). A
+killed run continues where it stopped when the same command is run again (finished rows are reused, a
+row's training resumes from its checkpoint).
 """
 
 from __future__ import annotations

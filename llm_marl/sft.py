@@ -41,7 +41,7 @@ class SFTConfig:
     env: str = opt("plan_path", "environment whose roles (and oracle demonstrations) to train (see `llm-marl envs`)")
     env_args: dict = opt({}, "environment option KEY=VALUE (repeatable); unset (or only mode): the quick configuration `train` uses", flag="--env-arg")
     demos: int = opt(32, "oracle episodes of the train split to learn from (instances seed..seed+demos-1); each reply is one example")
-    oracle_args: dict = opt({}, "option of the environment's oracle KEY=VALUE (repeatable), e.g. program=answer for Plan-Path", flag="--oracle-arg")
+    oracle_args: dict = opt({}, "option of the environment's oracle KEY=VALUE (repeatable), e.g. program=answer (Plan-Path, Sokoban: the tool prints the moves it found)", flag="--oracle-arg")
     demo_noise: float = opt(0.0, "probability that a demonstration reply is a random agent's instead (not learned from): the oracle then shows how to recover from a teammate's mistakes")
     data: str = opt("", "a JSONL file of chat transcripts to learn from instead of oracle demonstrations")
     heldout_demos: int = opt(8, "oracle episodes of the val split whose replies measure the held-out NLL before and after (0 = none)")
