@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from llm_marl_envs import plan_path_v1
-from llm_marl_envs.plan_path.generator import PlanPathConfig, PlanPathInstance, generate
+from llm_marl_envs.plan_path.generator import PlanPathConfig, PlanPathInstance, generate, two_distinct
 from llm_marl_envs.plan_path.rules import Grid, bfs_distances, shortest_path, simulate
 from llm_marl_envs.core.instances import instance_rng
 
@@ -213,3 +213,19 @@ def test_grid_text_draws_every_cell_as_the_cell_by_cell_rendering():
                                       else "#" if (r, c) in inst.grid.walls else "." for c in range(inst.grid.width))
                               for r in range(inst.grid.height))
             assert env.grid_text() == plain
+
+
+def test_two_distinct_draws_what_numpy_choice_draws():
+    """The generator's pair of cells must stay the pair `Generator.choice(n, 2, replace=False)` gives
+    (which instances exist depends on it): same values and the same generator state afterwards."""
+    import numpy as np
+
+    for seed in range(600):
+        n = 2 + seed % 120
+        ours, numpy_choice = np.random.default_rng(seed), np.random.default_rng(seed)
+        for _ in range(3):  # each pair takes three 32-bit draws: every other round starts with one buffered
+            ours.random(5), numpy_choice.random(5)
+            expected = tuple(int(v) for v in numpy_choice.choice(n, size=2, replace=False))
+            assert two_distinct(ours, n) == expected
+            assert ours.bit_generator.state == numpy_choice.bit_generator.state
+
