@@ -228,4 +228,3 @@ def test_two_distinct_draws_what_numpy_choice_draws():
             expected = tuple(int(v) for v in numpy_choice.choice(n, size=2, replace=False))
             assert two_distinct(ours, n) == expected
             assert ours.bit_generator.state == numpy_choice.bit_generator.state
-
