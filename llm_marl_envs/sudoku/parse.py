@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import ast
 import json
-import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -27,7 +26,6 @@ MAX_SPAN_CHARS = 50_000
 MAX_SPANS = 16
 """Top-level bracketed spans tried before giving up."""
 _MAX_DEPTH = 3
-_BRACKET = re.compile(r"[\[\]]")
 
 
 @dataclass(frozen=True)
@@ -46,8 +44,7 @@ def _spans(text: str) -> list[tuple[str | None, str | None]]:
     """Top-level balanced `[...]` spans, in order: (span, None) or (None, why it was skipped)."""
     out: list[tuple[str | None, str | None]] = []
     depth, start, deepest = 0, -1, 0
-    for found in _BRACKET.finditer(text):  # only brackets change the scan's state
-        i, ch = found.start(), found.group()
+    for i, ch in enumerate(text):
         if ch == "[":
             if depth == 0:
                 start, deepest = i, 0
