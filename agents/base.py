@@ -37,6 +37,11 @@ def last_user_text(observation: dict[str, Any]) -> str:
     return ""
 
 
+def moves_program(moves: list[str]) -> str:
+    """A tool reply whose one-line program prints `moves` as an action list (the oracles' short style)."""
+    return "```python\nprint(\"[" + ", ".join(moves) + "]\")\n```"
+
+
 def run_episode(env: Any, agent: Agent | dict[str, Agent], *, seed: int | None = None,
                 split: str = "train", render: bool = False, max_steps: int = 10_000,
                 instance: Any = None) -> EpisodeResult:

@@ -10,7 +10,7 @@ from agents import run_episode
 from agents.garbage import GarbageAgent
 from agents.oracle import make_oracle
 from agents.random_agent import RandomAgent
-from llm_marl_envs.core.instances import SPLITS, draw_instance, instance_hash
+from llm_marl_envs.core.instances import SPLITS, draw_instance, instance_hash, split_of
 
 ENVS = sorted(llm_marl_envs.registry.available())
 VARIANTS = {name: dict(llm_marl_envs.registry.get(name).variants) for name in ENVS}
@@ -126,3 +126,11 @@ def test_fork_is_independent(name):
     assert child.agent_selection != env.agent_selection or child.transcript != env.transcript
     # The fork shares tool runtimes, not state.
     assert child._shared_runtimes() == env._shared_runtimes()
+
+
+def test_a_keys_split_is_its_hash_bucket():
+    """split_of reads the digest's bytes; the buckets are sha256(key) % 10 of the first 8 hex digits."""
+    owner = {b: name for name, bs in (("train", range(6)), ("val", (6, 7)), ("test", (8, 9))) for b in bs}
+    for i in range(3000):
+        key = f"key {i} " + "#." * (i % 17)
+        assert split_of(key) == owner[int(instance_hash(key)[:8], 16) % 10]

@@ -7,7 +7,7 @@ import re
 from collections import deque
 from typing import Any
 
-from ..base import Agent, last_user_text
+from ..base import Agent, last_user_text, moves_program
 
 _MOVES = {"U": (-1, 0), "D": (1, 0), "L": (0, -1), "R": (0, 1)}
 
@@ -121,7 +121,7 @@ class PlanPathOracle(Agent):
                            for mark in "AG")
             return "```python\n" + COORDS_PROGRAM.format(start=f"{start[0]}, {start[1]}", goal=f"{goal[0]}, {goal[1]}") + "```"
         if role == "tool" and self.program in ("answer", "coords"):
-            return "```python\nprint(\"[" + ", ".join(bfs(grid)) + "]\")\n```"
+            return moves_program(bfs(grid))
         if role == "tool":
             return "BFS from A to G over free cells.\n```python\n" + TOOL_PROGRAM.format(grid="\n".join(grid)) + "```"
         found = re.search(r"Tool proposed action list: \[([^\]]*)\]", task)

@@ -13,7 +13,7 @@ import inspect
 import re
 from typing import Any
 
-from ..base import Agent, last_user_text
+from ..base import Agent, last_user_text, moves_program
 
 _MOVES = {"U": (-1, 0), "D": (1, 0), "L": (0, -1), "R": (0, 1)}
 
@@ -129,7 +129,7 @@ class SokobanOracle(Agent):
         task = last_user_text(observation)
         board = parse_board(task)
         if role == "tool" and self.program == "answer":
-            return "```python\nprint(\"[" + ", ".join(solve_board(board) or []) + "]\")\n```"
+            return moves_program(solve_board(board) or [])
         if role == "tool":
             program = TOOL_PROGRAM.replace("{board}", "\n".join(board))
             return "Breadth-first search over (player, boxes) states; the first solved state gives a shortest move list.\n```python\n" + program + "```"
