@@ -7,6 +7,7 @@ enumeration of all 288 complete 4x4 grids, and a set-based backtracker for 9x9.
 from __future__ import annotations
 
 import itertools
+import json
 
 import numpy as np
 import pytest
@@ -152,6 +153,9 @@ def test_apply_grid(new, applied, why):
     if applied:
         assert app.after == new
         assert app.edited == tuple((r, c) for r in range(4) for c in range(4) if new[r][c] != START[r][c])
+        assert app.progress == progress(START, new)
+    if why != "range":  # the environment's path: an answer already parsed and range-checked gives the same result
+        assert apply_grid(START, START, new, S4, checked=True) == app
 
 
 # ---------------------------------------------------------------------------------------- solver
@@ -392,6 +396,19 @@ def test_parse_never_raises_on_bracket_soup(text):
     assert (answer is None) != (error is None)
     if answer is not None and answer.kind == "grid":
         assert len(answer.grid) == 4 and all(len(row) == 4 for row in answer.grid)
+
+
+JSON_LISTS = st.lists(st.lists(st.one_of(st.integers(-1, 6), st.none(), st.booleans(), st.sampled_from(["1.3.", "x", "[1]"])),
+                               max_size=5), min_size=1, max_size=5).map(lambda rows: json.dumps(rows, separators=(",", ":")))
+
+
+@given(st.one_of(st.text(alphabet="[],0123456789 .-'\"nul\n", max_size=120).map(lambda t: "[[" + t),
+                 st.tuples(JSON_LISTS, st.sampled_from(["", " ", "]", " [[1,2,3]]", ",", "x"])).map("".join)))
+@settings(max_examples=500, deadline=None)
+def test_a_whole_json_list_parses_as_the_span_scan_parses_it(text):
+    # A text that starts with "[[" takes a shortcut (json.loads of all of it); a leading space takes the
+    # scan of bracketed spans: both must give the same answer or the same error.
+    assert parse_answer(text, size=4) == parse_answer(" " + text, size=4)
 
 
 @given(st.lists(st.tuples(st.integers(-5, 20), st.integers(-5, 20), st.integers(-5, 20)), min_size=1, max_size=30))

@@ -99,19 +99,21 @@ from ..core.tool_planner import Applied, Mode, ToolPlannerEnv, ToolRun
 from . import prompts
 from .generator import SudokuConfig, SudokuInstance, generate
 from .parse import SudokuAnswer, parse_answer
-from .rules import (Application, Grid, Shape, apply_grid, apply_steps, conflicts, grid_out_of_range, is_solved, is_valid,
-                    steps_out_of_range)
+from .rules import (Application, Cell, Grid, Shape, apply_grid, apply_steps, conflicts, grid_out_of_range, is_complete, is_solved,
+                    is_valid, keeps_clues, steps_out_of_range)
 
 LAMBDA_SUDOKU = 0.60
 PLANNER_COEF = {"fmt": 0.15, "legal": 0.55, "prog": 0.30}
 TOOL_COEF = {"fmt": 0.10, "exec": 0.20, "san": 0.70}
 
 
-def planner_terms(app: Application, shape: Shape) -> dict[str, float]:
-    """fmt, legal, prog of a parsed, in-range answer (A.1.3 Reasoner local design)."""
+def planner_terms(app: Application, shape: Shape, bad: set[Cell] | None = None) -> dict[str, float]:
+    """fmt, legal, prog of a parsed, in-range answer (A.1.3 Reasoner local design); `bad`:
+    `conflicts(app.after, shape)` when the caller has it already."""
+    valid = not bad if bad is not None else is_valid(app.after, shape)
     return {
         "fmt": 1.0,
-        "legal": float(app.applied and is_valid(app.after, shape)),
+        "legal": float(app.applied and valid),
         "prog": app.progress,
     }
 
@@ -161,7 +163,7 @@ class raw_env(ToolPlannerEnv):
     # ------------------------------------------------------------------ parsing
     def _apply(self, answer: SudokuAnswer) -> Application:
         if answer.kind == "grid":
-            return apply_grid(self.grid, self.clues, answer.grid, self.shape)
+            return apply_grid(self.grid, self.clues, answer.grid, self.shape, checked=True)  # `_parse` checked it
         return apply_steps(self.grid, self.clues, answer.steps, self.shape)
 
     def _parse(self, text: str) -> tuple[SudokuAnswer | None, str | None]:
@@ -205,21 +207,22 @@ class raw_env(ToolPlannerEnv):
             return Applied(RewardBreakdown(0.0, terms, PLANNER_COEF, mask=0.0, lam=LAMBDA_SUDOKU), False,
                            f"no valid answer ({error}); the grid is unchanged")
         app = self._apply(answer)
-        terms = planner_terms(app, self.shape)
+        bad = conflicts(app.after, self.shape)  # found once for legality, the solved check and the feedback
+        terms = planner_terms(app, self.shape, bad)
         self.grid = app.after
-        success = self.is_solved()
+        success = not bad and is_complete(self.grid) and keeps_clues(self.grid, self.clues)  # `self.is_solved()`
         team = float(success)  # `team_reward(self.grid)`: 1 when solved
         breakdown = RewardBreakdown(team, terms, PLANNER_COEF, mask=1.0, lam=LAMBDA_SUDOKU)
-        return Applied(breakdown, success, self._feedback(app, success))
+        return Applied(breakdown, success, self._feedback(app, success, bad))
 
-    def _feedback(self, app: Application, success: bool) -> str:
+    def _feedback(self, app: Application, success: bool, bad: set[Cell]) -> str:
         if app.clue_changes:
             shown = ", ".join(f"({r + 1}, {c + 1}) is {self.clues[r][c]}" for r, c in app.clue_changes[:5])
             return f"rejected: the answer changes given clues ({shown}); the grid is unchanged"
         filled = round(app.progress * self.shape.size**2)
         blanks = sum(row.count(0) for row in self.grid)
         text = f"applied: {len(app.edited)} cells changed, {filled} newly filled; {blanks} blank cells left"
-        bad = sorted(conflicts(self.grid, self.shape))
+        bad = sorted(bad)
         if bad:
             shown = ", ".join(f"({r + 1}, {c + 1})" for r, c in bad[:8])
             text += f"; duplicate digits at {shown}{' ...' if len(bad) > 8 else ''}"

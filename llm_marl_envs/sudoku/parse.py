@@ -139,6 +139,15 @@ def parse_answer(text: str, size: int | None = None) -> tuple[SudokuAnswer | Non
     """
     if not isinstance(text, str):
         return None, "the answer is not text"
+    if text.startswith("[[") and len(text) <= MAX_SPAN_CHARS:
+        # The common answer is one JSON list and nothing else. When it is a grid or a step list, the
+        # scan below finds it as the first span too (such a list holds no string with a bracket).
+        try:
+            answer, _ = _structure(json.loads(text), size)
+        except (ValueError, RecursionError):
+            answer = None
+        if answer is not None:
+            return answer, None
     first_error = None
     for span, skipped in _spans(text):
         if span is None:

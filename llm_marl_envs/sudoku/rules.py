@@ -15,7 +15,7 @@ An answer (a full grid or a list of fill steps) is applied to the current grid a
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import cached_property, lru_cache
+from functools import lru_cache
 
 Grid = tuple[tuple[int, ...], ...]
 Cell = tuple[int, int]
@@ -179,11 +179,18 @@ def clue_cells(clues: Grid) -> list[Cell]:
     return [(r, c) for r, row in enumerate(clues) for c, v in enumerate(row) if v != 0]
 
 
+@lru_cache(maxsize=1024)
+def _clue_values(clues: Grid) -> tuple[Step, ...]:
+    """(r, c, digit) of every clue, 0-based: a puzzle's clues are read at every answer."""
+    return tuple((r, c, v) for r, row in enumerate(clues) for c, v in enumerate(row) if v != 0)
+
+
 def changed_clues(grid: Grid, clues: Grid) -> list[Cell]:
     """Clue cells whose digit `grid` does not keep."""
     if grid == clues:
         return []
-    return [(r, c) for r, c in clue_cells(clues) if grid[r][c] != clues[r][c]]
+    values = _clue_values(clues) if type(clues) is tuple else _clue_values.__wrapped__(clues)  # lists are not hashable
+    return [(r, c) for r, c, v in values if grid[r][c] != v]
 
 
 def keeps_clues(grid: Grid, clues: Grid) -> bool:
@@ -216,6 +223,8 @@ class Application:
     """0-based clue cells the answer tried to change; nothing applied if any."""
     edited: tuple[Cell, ...] = field(default=())
     """0-based cells whose content the answer changed (in order of first change)."""
+    progress: float = 0.0
+    """s_prog of A.1.3, `progress(before, after)`: counted from `edited`, where every newly filled cell is."""
 
     @property
     def well_formed(self) -> bool:
@@ -225,10 +234,6 @@ class Application:
     def applied(self) -> bool:
         """The answer was applied (well formed and keeps every clue)."""
         return not self.out_of_range and not self.clue_changes
-
-    @cached_property
-    def progress(self) -> float:
-        return progress(self.before, self.after)
 
     def edited_conflicts(self, shape: Shape) -> list[Cell]:
         """Edited cells that now share their digit with a peer (illegal placements)."""
@@ -277,17 +282,26 @@ def apply_steps(grid: Grid, clues: Grid, steps: list[Step] | tuple[Step, ...], s
             rows[r - 1][c - 1] = v
             edited[(r - 1, c - 1)] = None
     after = to_grid(rows)
-    return Application(grid, after, edited=tuple(cell for cell in edited if after[cell[0]][cell[1]] != grid[cell[0]][cell[1]]))
+    return _applied(grid, after, tuple(cell for cell in edited if after[cell[0]][cell[1]] != grid[cell[0]][cell[1]]))
 
 
-def apply_grid(grid: Grid, clues: Grid, new: Grid, shape: Shape) -> Application:
-    """Replace the grid by a full N x N answer (0 = empty); it must keep every clue."""
+def apply_grid(grid: Grid, clues: Grid, new: Grid, shape: Shape, *, checked: bool = False) -> Application:
+    """Replace the grid by a full N x N answer (0 = empty); it must keep every clue. `checked`: `new`
+    is already a tuple of N tuples of plain ints in 0..N (a parsed answer that `grid_out_of_range`
+    passed), so neither the range nor the types are checked again."""
     n = shape.size
-    errors = grid_out_of_range(new, shape)
-    if errors:
-        return Application(grid, grid, out_of_range=errors)
+    if not checked:
+        errors = grid_out_of_range(new, shape)
+        if errors:
+            return Application(grid, grid, out_of_range=errors)
+        new = to_grid(new)
     changed = changed_clues(new, clues)
     if changed:
         return Application(grid, grid, clue_changes=tuple(changed))
-    edited = tuple((r, c) for r in range(n) if new[r] != grid[r] for c in range(n) if new[r][c] != grid[r][c])
-    return Application(grid, to_grid(new), edited=edited)
+    edited = tuple([(r, c) for r in range(n) if new[r] != grid[r] for c in range(n) if new[r][c] != grid[r][c]])
+    return _applied(grid, new, edited)
+
+
+def _applied(before: Grid, after: Grid, edited: tuple[Cell, ...]) -> Application:
+    filled = len([1 for r, c in edited if before[r][c] == 0])  # edited cells differ, so a blank one is now filled
+    return Application(before, after, edited=edited, progress=filled / (len(before) ** 2))
