@@ -149,6 +149,13 @@ def test_readme_warm_start_commands_run(tmp_path, monkeypatch):
     summary = json.loads((run / "summary.json").read_text())
     assert summary["eval_before"]["episodes"] == summary["eval_after"]["episodes"] == 2
     assert (run / "learning_curve.png").stat().st_size > 0
+    # benchmarks/learning_curve.py tabulates such a run (README: the main job's curve).
+    from benchmarks.learning_curve import main as curve
+
+    curve([str(run), "--write", "bench.md", "--figure", "figures/curve.png"])
+    section = (tmp_path / "bench.md").read_text()
+    assert "| 1 | " in section and "| before training | 2 | " in section and "| after training | 2 | " in section
+    assert "![learning curve](figures/curve.png)" in section and (tmp_path / "figures" / "curve.png").stat().st_size > 0
 
 
 def test_the_coords_program_is_exact_and_falls_back_where_walls_block_it():

@@ -180,7 +180,7 @@ def clue_cells(clues: Grid) -> list[Cell]:
 
 
 @lru_cache(maxsize=1024)
-def _clue_values(clues: Grid) -> tuple[Step, ...]:
+def _clue_values(clues: Grid) -> tuple[tuple[int, int, int], ...]:
     """(r, c, digit) of every clue, 0-based: a puzzle's clues are read at every answer."""
     return tuple((r, c, v) for r, row in enumerate(clues) for c, v in enumerate(row) if v != 0)
 
