@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import shutil
 import sys
 from pathlib import Path
@@ -66,7 +67,7 @@ def main(argv: list[str] | None = None) -> None:
     print(body)
     if args.write:
         write_section(args.write, "learning_curve", "Learning curve of the main job",
-                      "python benchmarks/learning_curve.py " + " ".join(argv if argv is not None else sys.argv[1:]), body)
+                      "python benchmarks/learning_curve.py " + shlex.join(argv if argv is not None else sys.argv[1:]), body)
 
 
 if __name__ == "__main__":
