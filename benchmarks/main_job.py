@@ -55,9 +55,12 @@ def run_seed(seed: int, out: Path) -> dict:
             cli("train", "--config", str(TRAIN_CONFIG), "--seed", str(seed), "--init-adapters", str(sft_dir),
                 "--out-dir", str(out), "--run-name", rl_dir.name, "--no-progress")
     summary = json.loads((rl_dir / "summary.json").read_text())
+    wall = rl_dir / "main_job_wall.json"  # a seed timed in one piece keeps its wall time for later reruns of the table
+    if not resumed:
+        wall.write_text(json.dumps({"total_s": time.perf_counter() - start}))
+    total_s = json.loads(wall.read_text())["total_s"] if wall.exists() else None
     return {"seed": seed, "before": summary["eval_before"], "after": summary["eval_after"], "sft_s": sft_s,
-            "train_s": summary["train_s"],
-            "total_s": None if resumed else time.perf_counter() - start,
+            "train_s": summary["train_s"], "total_s": total_s,
             "steps_without_signal": summary["steps_without_signal"], "steps": summary["steps"]}
 
 
@@ -101,7 +104,7 @@ def main(argv: list[str] | None = None) -> None:
     body = (f"The main job, `make train` (settings: `configs/main-sft.yaml`, `configs/main-train.yaml`), once per seed. "
             "Held-out evaluation: the test split, greedy; \"before\" is the warm-started (SFT) model, \"after\" the same "
             "model after AT-GRPO. \"resumed\": the seed's runs were found in the --keep folder, done or part-done, so its "
-            "wall time was not measured in one piece.\n\n" + report(rows) + (f"\n\n{args.note}" if args.note else ""))
+            "wall time was not measured in one piece (a seed that was, by an earlier run of this script, keeps it).\n\n" + report(rows) + (f"\n\n{args.note}" if args.note else ""))
     print(body)
     if args.write:
         write_section(args.write, "main_job", f"Main job: held-out success before and after RL, {len(args.seeds)} seed(s)",
