@@ -104,7 +104,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--envs", default="plan_path,sokoban", help="comma-separated: plan_path, sokoban")
     p.add_argument("--model", default="smollm2-135m")
     p.add_argument("--seeds", default="0,1,2")
-    p.add_argument("--steps", type=int, default=12, help="RL steps of every trained row (12: the budget of the table in benchmarks.md; the main job now takes 8)")
+    p.add_argument("--steps", type=int, default=12,
+                   help="RL steps of every trained row (12: the budget of the table in benchmarks.md; the main job takes 8)")
     p.add_argument("--n", type=int, default=32, help="held-out test episodes per row")
     p.add_argument("--demos", type=int, default=16, help="oracle episodes of each warm start (the main job's 16)")
     p.add_argument("--max-new-tokens", type=int, default=128)

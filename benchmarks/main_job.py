@@ -104,7 +104,8 @@ def main(argv: list[str] | None = None) -> None:
     body = (f"The main job, `make train` (settings: `configs/main-sft.yaml`, `configs/main-train.yaml`), once per seed. "
             "Held-out evaluation: the test split, greedy; \"before\" is the warm-started (SFT) model, \"after\" the same "
             "model after AT-GRPO. \"resumed\": the seed's runs were found in the --keep folder, done or part-done, so its "
-            "wall time was not measured in one piece (a seed that was, by an earlier run of this script, keeps it).\n\n" + report(rows) + (f"\n\n{args.note}" if args.note else ""))
+            "wall time was not measured in one piece (a seed that was, by an earlier run of this script, keeps it).\n\n"
+            + report(rows) + (f"\n\n{args.note}" if args.note else ""))
     print(body)
     if args.write:
         write_section(args.write, "main_job", f"Main job: held-out success before and after RL, {len(args.seeds)} seed(s)",

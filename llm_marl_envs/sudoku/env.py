@@ -99,21 +99,20 @@ from ..core.tool_planner import Applied, Mode, ToolPlannerEnv, ToolRun
 from . import prompts
 from .generator import SudokuConfig, SudokuInstance, generate
 from .parse import SudokuAnswer, parse_answer
-from .rules import (Application, Cell, Grid, Shape, apply_grid, apply_steps, conflicts, grid_out_of_range, is_complete, is_solved,
-                    is_valid, keeps_clues, steps_out_of_range)
+from .rules import (Application, Cell, Grid, Shape, apply_grid, apply_steps, conflicts, grid_out_of_range, is_solved,
+                    steps_out_of_range)
 
 LAMBDA_SUDOKU = 0.60
 PLANNER_COEF = {"fmt": 0.15, "legal": 0.55, "prog": 0.30}
 TOOL_COEF = {"fmt": 0.10, "exec": 0.20, "san": 0.70}
 
 
-def planner_terms(app: Application, shape: Shape, bad: set[Cell] | None = None) -> dict[str, float]:
-    """fmt, legal, prog of a parsed, in-range answer (A.1.3 Reasoner local design); `bad`:
-    `conflicts(app.after, shape)` when the caller has it already."""
-    valid = not bad if bad is not None else is_valid(app.after, shape)
+def planner_terms(app: Application, bad: set[Cell]) -> dict[str, float]:
+    """fmt, legal, prog of a parsed, in-range answer (A.1.3 Reasoner local design); `bad` is
+    `conflicts(app.after, shape)`."""
     return {
         "fmt": 1.0,
-        "legal": float(app.applied and valid),
+        "legal": float(app.applied and not bad),
         "prog": app.progress,
     }
 
@@ -208,9 +207,9 @@ class raw_env(ToolPlannerEnv):
                            f"no valid answer ({error}); the grid is unchanged")
         app = self._apply(answer)
         bad = conflicts(app.after, self.shape)  # found once for legality, the solved check and the feedback
-        terms = planner_terms(app, self.shape, bad)
+        terms = planner_terms(app, bad)
         self.grid = app.after
-        success = not bad and is_complete(self.grid) and keeps_clues(self.grid, self.clues)  # `self.is_solved()`
+        success = self.is_solved()
         team = float(success)  # `team_reward(self.grid)`: 1 when solved
         breakdown = RewardBreakdown(team, terms, PLANNER_COEF, mask=1.0, lam=LAMBDA_SUDOKU)
         return Applied(breakdown, success, self._feedback(app, success, bad))
