@@ -98,6 +98,8 @@ def load_model_and_tokenizer(name: str, dtype: "torch.dtype | str" = "float32", 
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from .attention import use_gqa_attention
+
     path = resolve_model(name)
     if isinstance(dtype, str):
         dtype = getattr(torch, dtype)
@@ -105,6 +107,7 @@ def load_model_and_tokenizer(name: str, dtype: "torch.dtype | str" = "float32", 
     if tokenizer.pad_token_id is None:  # padding is always masked, so any id works; EOS is customary
         tokenizer.pad_token = tokenizer.eos_token
     model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
+    use_gqa_attention(model)
     if device is not None:
         model.to(device)
     model.eval()
