@@ -114,8 +114,7 @@ def table(runs: dict[str, list[dict]], base: str) -> str:
         lines.append(f"| {label} | {rs[0]['attention']} | {cells[0]} | {cells[1]} | {ratios[0]} | {ratios[1]} | {same} |")
     tokens = runs["base"][0]
     lines.append("")
-    lines.append(f"Tokens sampled per configuration: {tokens['wave_tokens']} in the wave, {tokens['eval_tokens']} in the evaluation turn "
-                 "(every row runs to the token limit or stops at EOS alike).")
+    lines.append(f"Tokens the base tree sampled: {tokens['wave_tokens']} in the wave, {tokens['eval_tokens']} in the evaluation turn.")
     return "\n".join(lines)
 
 

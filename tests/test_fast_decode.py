@@ -14,14 +14,6 @@ from llm_marl.models import attention, resolve_model
 from llm_marl.policies import LoRAConfig, PolicySet
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_torch_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 @pytest.fixture(scope="module")
 def gqa_policy(tmp_path_factory) -> PolicySet:
     """A tiny grouped-query Llama (4 query heads over 2 KV heads) with tiny-random's tokenizer, loaded
