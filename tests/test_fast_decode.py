@@ -154,7 +154,7 @@ def test_preallocated_layer_holds_what_a_dynamic_layer_holds():
         fast.update(*kv(2, 1))
 
 
-def test_decode_speed_benchmark_runs_and_checks_identity(tmp_path):
+def test_decode_speed_benchmark_runs_end_to_end(tmp_path):
     """benchmarks/decode_speed.py end to end on tiny-random (a smoke run: the numbers mean nothing)."""
     import subprocess
     import sys
