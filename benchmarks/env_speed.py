@@ -300,9 +300,10 @@ def main() -> None:
         sys.path.insert(0, os.getcwd())
         print(json.dumps(worker(args.fast)))
         return
-    with tempfile.TemporaryDirectory(prefix="env-speed-base-") as tmp:
-        archive = subprocess.run(["git", "archive", args.base], cwd=ROOT, capture_output=True, check=True).stdout
-        subprocess.run(["tar", "-x", "-C", tmp], input=archive, check=True)
+    sys.path.insert(0, str(ROOT))
+    from benchmarks._base_tree import exported_tree
+
+    with exported_tree(args.base, prefix="env-speed-base-") as tmp:
         load0 = os.getloadavg()[0]
         before, after, peers, pettingllms = [], [], [], []
         for _ in range(args.rounds):

@@ -1,5 +1,7 @@
-"""The hf engine's CPU decoding speed-ups change no number: native GQA attention with a padding mask
-(`llm_marl.models.attention`) and the preallocated KV cache (`llm_marl.engines.hf.PreallocatedLayer`)."""
+"""The hf engine's CPU decoding speed-ups: native GQA attention with a padding mask
+(`llm_marl.models.attention`) and the preallocated KV cache (`llm_marl.engines.hf.PreallocatedLayer`)
+change no number; the shared prompt prefix (`HFEngine(share_prefix=True)`) changes no token and moves
+log-probs only by float rounding."""
 
 from __future__ import annotations
 
@@ -124,7 +126,14 @@ def test_a_shared_prefix_prefilled_once_samples_what_whole_prompts_sample(model,
     policy = gqa_policy if model == "gqa" else tiny_policy
     prompts = [chat_prompt_ids(policy.tokenizer, r.messages) for r in SHARED if r.adapter == "tool"]
     assert common_prefix_length(prompts) >= MIN_SHARED_PREFIX  # the case under test: the prefix runs on its own
-    shared = HFEngine(policy, share_prefix=True).generate(SHARED, params)
+    shapes = []
+    embed = policy.model.get_base_model().get_input_embeddings()
+    handle = embed.register_forward_pre_hook(lambda module, args: shapes.append(tuple(args[0].shape)))
+    try:
+        shared = HFEngine(policy, share_prefix=True).generate(SHARED, params)
+    finally:
+        handle.remove()
+    assert (1, common_prefix_length(prompts)) in shapes  # the tool's prefix ran on its own, as one row
     whole = HFEngine(policy, share_prefix=False).generate(SHARED, params)
     assert [c.token_ids for r in shared for c in r.completions] == [c.token_ids for r in whole for c in r.completions]
     for a, b in zip([c for r in shared for c in r.completions], [c for r in whole for c in r.completions]):
@@ -167,5 +176,7 @@ def test_decode_speed_benchmark_runs_end_to_end(tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     text = out.read_text()
     assert "<!-- bench:decode-speed -->" in text
-    rows = [line for line in text.splitlines() if line.startswith("| base tree (HEAD) |") or line.startswith("| this tree")]
-    assert len(rows) == 4 and all(row.endswith(("| yes |", "| no |")) for row in rows)
+    rows = [line.split(" | ") for line in text.splitlines() if line.startswith(("| base tree (HEAD) |", "| this tree"))]
+    assert len(rows) == 4 and all(row[6] in ("yes", "no") for row in rows)
+    assert rows[0][6:] == ["yes", "0.0e+00 |"]  # the base against its own first round
+    assert "of which the first" in text
