@@ -165,7 +165,7 @@ def _run_worker(tree: Path, fast: bool) -> dict[str, float]:
 
 
 PETTINGLLMS_WORKER = """
-import copy, json, re, sys, time, timeit
+import collections, copy, json, re, sys, time, timeit
 sys.path.insert(0, sys.argv[1])
 from pettingllms.multi_agent_env.stateful.env_state import PlanPathGridEnvState, SokobanGridEnvState, SudukuEnvState
 fast = sys.argv[2] == "1"
@@ -175,24 +175,74 @@ def per_call(fn, number):
     return min(timeit.repeat(fn, number=number, repeat=3)) / number * 1e6
 def moves(text):  # the reply's action list, as a trainer must parse it before step
     return re.findall(r"[UDLR]", text.rsplit("####", 1)[-1])
+def grid(text):  # the reply's grid, as a trainer must parse it before step
+    return json.loads(text.rsplit("####", 1)[-1])
+def shortest_moves(state):  # breadth-first over the state's own dynamics: a solution of its instance
+    queue, seen = collections.deque([(state, [])]), set()
+    while queue:
+        s, path = queue.popleft()
+        for a in "UDLR":
+            child = copy.deepcopy(s)
+            child.step([a])
+            key = child.text_observation()
+            if key in seen or child.text_observation() == s.text_observation():
+                continue
+            if getattr(child, "done", False):
+                return path + [a]
+            seen.add(key)
+            queue.append((child, path + [a]))
+def solved_grid(rows):  # backtracking over the empty cells: the puzzle's solution
+    g = [list(r) for r in rows]
+    size, box = len(g), int(len(g) ** 0.5)
+    def ok(r, c, v):
+        return (v not in g[r] and all(g[i][c] != v for i in range(size)) and
+                all(g[i][j] != v for i in range(r // box * box, r // box * box + box) for j in range(c // box * box, c // box * box + box)))
+    def fill(k):
+        if k == size * size:
+            return True
+        r, c = divmod(k, size)
+        if g[r][c]:
+            return fill(k + 1)
+        for v in range(1, size + 1):
+            if ok(r, c, v):
+                g[r][c] = v
+                if fill(k + 1):
+                    return True
+        g[r][c] = 0
+        return False
+    assert fill(0)
+    return g
 states = {
-    "plan_path": (lambda: PlanPathGridEnvState(seed=1), "#### [R, D]"),
-    "sokoban": (lambda: SokobanGridEnvState(seed=1, config=six), "#### [U, L]"),
-    "sudoku": (lambda: SudukuEnvState(seed=1, size=4), None),
+    "plan_path": (lambda: PlanPathGridEnvState(seed=1), moves),
+    "sokoban": (lambda: SokobanGridEnvState(seed=1, config=six), moves),
+    # Its seeded puzzles come from a file that does not ship and its built-in 4x4 puzzle has no
+    # solution (two 4s in one box), so it gets our turn's puzzle: the same work on both sides.
+    "sudoku": (lambda: SudukuEnvState(puzzle=json.loads(sys.argv[3]), size=4), grid),
 }
 out = {}
-for name, (make, reply) in states.items():
+for name, (make, parse) in states.items():
     state = make()
-    if reply is not None:
-        state.step(moves("#### [U]"))  # one step taken, like our state after a turn
-    grid_reply = json.dumps(state.grid) if name == "sudoku" else None
+    if name != "sudoku":
+        state.step(["U"])  # one step taken, like our state after a turn
     out["fork/" + name] = per_call(lambda: copy.deepcopy(state), n)
     out["observe/" + name] = per_call(state.text_observation, n)
+    # The turn: like ours, from the instance's start, the reply being a solution of the instance (the
+    # oracle's answer), so the step does the whole work of a winning answer.
+    state = make()
+    if name == "sudoku":
+        reply = "#### " + json.dumps(solved_grid(state.grid))
+    else:
+        state.shortest_path() if name == "plan_path" else None  # cached in the state, so no turn pays it
+        reply = "#### [" + ", ".join(shortest_moves(state)) + "]"
+    check = copy.deepcopy(state)
+    check.step(parse(reply))
+    assert check.done, (name, reply)  # the reply solves the instance
     def turn():
         state.text_observation()
         child = copy.deepcopy(state)
-        child.step(json.loads(grid_reply) if grid_reply else moves(reply))
+        child.step(parse(reply))
     out["turn/" + name] = per_call(turn, n)
+    out["turn_moves/" + name] = len(parse(reply)) if name != "sudoku" else 0
 for row, make, count in (("Plan-Path 10x10, train", lambda s: PlanPathGridEnvState(seed=s), 300),
                          ("Sokoban 6x6 one box, train", lambda s: SokobanGridEnvState(seed=s, config=six), 150)):
     count = max(2, count // 5) if fast else count
@@ -205,7 +255,8 @@ print(json.dumps(out))
 
 
 def _run_pettingllms(python: str, src: str, fast: bool) -> dict[str, float]:
-    proc = subprocess.run([python, "-c", PETTINGLLMS_WORKER, src, "1" if fast else "0"], capture_output=True, text=True,
+    puzzle = _turn_state("sudoku", "planner").clues  # the puzzle of our Sudoku turn
+    proc = subprocess.run([python, "-c", PETTINGLLMS_WORKER, src, "1" if fast else "0", json.dumps(puzzle)], capture_output=True, text=True,
                           check=False, cwd=tempfile.gettempdir(), env={**os.environ, "OMP_NUM_THREADS": "1"})
     if proc.returncode != 0:
         raise RuntimeError(f"PettingLLMs worker failed:\n{proc.stderr[-3000:]}")

@@ -22,8 +22,9 @@ task's `prompts` module and receive a `TurnContext`.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Callable, Literal, Union
 
 from .base import Message, Play, TextAECEnv
 from .clock import tool_wait
@@ -52,12 +53,24 @@ class ToolRun:
         return self  # immutable
 
 
-@dataclass(frozen=True)
+Feedback = Union[str, Callable[[], str]]
+"""What an answer did, in words: the text, or a function of values (not of the environment, which
+moves on) that writes it. A turn's feedback is only read by a later prompt, and most branches of a
+sampling tree are dropped before that, so the environments write it when it is first read."""
+
+
+@dataclass(frozen=True, eq=False)
 class TurnRecord:
     turn: int
     tool: ToolRun | None
     answer_text: str | None
-    feedback: str
+    write_feedback: Feedback
+
+    @functools.cached_property
+    def feedback(self) -> str:
+        """What the answer did, in words, as the next turns' history shows it."""
+        write = self.write_feedback
+        return write if isinstance(write, str) else write()
 
     def __deepcopy__(self, memo: dict) -> TurnRecord:
         return self  # immutable
@@ -79,8 +92,8 @@ class TurnContext:
 class Applied:
     breakdown: RewardBreakdown
     success: bool
-    feedback: str
-    """What the answer did, in words, for the next turn's history."""
+    feedback: Feedback
+    """What the answer did, in words, for the next turn's history (see `Feedback`)."""
 
 
 class ToolPlannerEnv(TextAECEnv):
@@ -220,7 +233,7 @@ class ToolPlannerEnv(TextAECEnv):
 
     def _end_turn(self, run: ToolRun | None, answer_text: str | None, applied: Applied,
                   breakdown: RewardBreakdown, error: str | None, details: dict[str, Any]) -> Play:
-        self.history.append(TurnRecord(turn=self.turn, tool=run, answer_text=answer_text, feedback=applied.feedback))
+        self.history.append(TurnRecord(turn=self.turn, tool=run, answer_text=answer_text, write_feedback=applied.feedback))
         self.tool_run = None
         self.turn += 1
         done = applied.success or self.turn >= self.max_turns

@@ -50,6 +50,7 @@ Version history:
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -58,11 +59,19 @@ from ..core.rewards import RewardBreakdown
 from ..core.tool_planner import Applied, Mode, MoveListAnswers, ToolPlannerEnv, ToolRun
 from . import prompts
 from .generator import PlanPathConfig, PlanPathInstance, generate
-from .rules import Cell, bfs_distances, manhattan, on_shortest_paths, simulate
+from .rules import Cell, Simulation, bfs_distances, manhattan, on_shortest_paths, simulate
 
 LAMBDA_PLAN = 0.50
 PLANNER_COEF = {"fmt": 0.20, "leg": 0.40, "sp": 0.40}
 TOOL_COEF = {"fmt": 0.10, "exec": 0.40, "shape": 0.50}
+
+
+def planner_feedback(sim: Simulation, answer: list[str], goal: Cell) -> str:
+    """What a parsed move list did, for the history of later prompts."""
+    text = f"applied {sim.applied} of {len(answer)} moves: {sim.positions[0]} -> {sim.final}"
+    if sim.illegal_at is not None:
+        text += f"; move {sim.illegal_at + 1} ({answer[sim.illegal_at]}) is blocked (wall or edge), the rest was not applied"
+    return text + ("; reached the goal" if sim.final == goal else f"; goal {goal} not reached")
 
 
 class raw_env(MoveListAnswers, ToolPlannerEnv):
@@ -149,13 +158,9 @@ class raw_env(MoveListAnswers, ToolPlannerEnv):
             "sp": float(on_shortest_paths(self.to_goal, sim.positions)),
         }
         team = self.team_reward(self.position, sim.final)
-        before, self.position = self.position, sim.final
-        feedback = f"applied {sim.applied} of {len(answer)} moves: {before} -> {self.position}"
-        if sim.illegal_at is not None:
-            feedback += f"; move {sim.illegal_at + 1} ({answer[sim.illegal_at]}) is blocked (wall or edge), the rest was not applied"
-        success = self.is_solved()
-        feedback += "; reached the goal" if success else f"; goal {self.instance.goal} not reached"
-        return Applied(RewardBreakdown(team, terms, PLANNER_COEF, mask=1.0, lam=LAMBDA_PLAN), success, feedback)
+        self.position = sim.final
+        feedback = functools.partial(planner_feedback, sim, answer, self.instance.goal)
+        return Applied(RewardBreakdown(team, terms, PLANNER_COEF, mask=1.0, lam=LAMBDA_PLAN), self.is_solved(), feedback)
 
     def is_solved(self) -> bool:
         return self.position == self.instance.goal

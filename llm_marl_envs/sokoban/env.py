@@ -79,6 +79,7 @@ Version history:
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -117,6 +118,21 @@ def tool_terms(before: State, sim: Simulation) -> dict[str, float]:
         "exec": float(sim.illegal_at is None and sim.applied > 0),
         "pot": float(potential(sim.final) >= potential(before)),
     }
+
+
+def planner_feedback(before: State, sim: Simulation, answer: list[str]) -> str:
+    """What a parsed move list did from `before`, for the history of later prompts."""
+    after = sim.final
+    text = f"applied {sim.applied} of {len(answer)} moves: player {before.player} -> {after.player}"
+    pushes = sum(1 for o in sim.outcomes if o is Outcome.PUSHED)
+    if pushes:
+        text += f", {pushes} push{'es' if pushes > 1 else ''}"
+    if sim.illegal_at is not None:
+        outcome = sim.outcomes[sim.illegal_at].value.replace("_", " ")
+        text += f"; move {sim.illegal_at + 1} ({answer[sim.illegal_at]}) is illegal ({outcome}), the rest was not applied"
+    if sim.deadlock_at is not None:
+        text += f"; move {sim.deadlock_at + 1} ({answer[sim.deadlock_at]}) pushed a box into a deadlock (it can no longer reach a goal)"
+    return text + ("; every box is on a goal" if after.solved else f"; boxes on goals: {after.boxes_on_goal} of {after.num_boxes}")
 
 
 class raw_env(MoveListAnswers, ToolPlannerEnv):
@@ -177,19 +193,8 @@ class raw_env(MoveListAnswers, ToolPlannerEnv):
                            f"no valid action list ({error}); the board is unchanged, player at {self.board.player}")
         sim = simulate(self.board, answer)
         before, self.board = self.board, sim.final
-        feedback = f"applied {sim.applied} of {len(answer)} moves: player {before.player} -> {self.board.player}"
-        pushes = sum(1 for o in sim.outcomes if o is Outcome.PUSHED)
-        if pushes:
-            feedback += f", {pushes} push{'es' if pushes > 1 else ''}"
-        if sim.illegal_at is not None:
-            outcome = sim.outcomes[sim.illegal_at].value.replace("_", " ")
-            feedback += f"; move {sim.illegal_at + 1} ({answer[sim.illegal_at]}) is illegal ({outcome}), the rest was not applied"
-        if sim.deadlock_at is not None:
-            feedback += f"; move {sim.deadlock_at + 1} ({answer[sim.deadlock_at]}) pushed a box into a deadlock (it can no longer reach a goal)"
-        success = self.is_solved()
-        feedback += "; every box is on a goal" if success else f"; boxes on goals: {self.board.boxes_on_goal} of {self.board.num_boxes}"
         breakdown = RewardBreakdown(team_reward(self.board), planner_terms(sim), PLANNER_COEF, mask=1.0, lam=LAMBDA_SOK)
-        return Applied(breakdown, success, feedback)
+        return Applied(breakdown, self.is_solved(), functools.partial(planner_feedback, before, sim, answer))
 
     def is_solved(self) -> bool:
         return self.board.solved

@@ -90,6 +90,7 @@ Version history: v0 initial release.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -99,8 +100,8 @@ from ..core.tool_planner import Applied, Mode, ToolPlannerEnv, ToolRun
 from . import prompts
 from .generator import SudokuConfig, SudokuInstance, generate
 from .parse import SudokuAnswer, parse_answer
-from .rules import (Application, Cell, Grid, Shape, apply_grid, apply_steps, conflicts, grid_out_of_range, is_solved,
-                    steps_out_of_range)
+from .rules import (Application, Cell, Grid, Shape, apply_grid, apply_steps, conflicts, grid_out_of_range, is_complete,
+                    is_solved, steps_out_of_range)
 
 LAMBDA_SUDOKU = 0.60
 PLANNER_COEF = {"fmt": 0.15, "legal": 0.55, "prog": 0.30}
@@ -117,13 +118,36 @@ def planner_terms(app: Application, bad: set[Cell]) -> dict[str, float]:
     }
 
 
-def tool_terms(app: Application, shape: Shape) -> dict[str, float]:
-    """fmt, exec, san of a parsed, in-range proposal (A.1.3 Tool local design)."""
+def solved_after(app: Application, bad: set[Cell]) -> bool:
+    """`is_solved(app.after, clues, shape)` given `bad = conflicts(app.after, shape)`, without a second
+    search: the grid after an answer always keeps every clue (an answer that would change one is
+    rejected whole and leaves the grid, which keeps them), so it is solved when complete and `bad` is empty."""
+    return not bad and is_complete(app.after)
+
+
+def tool_terms(app: Application, bad: set[Cell]) -> dict[str, float]:
+    """fmt, exec, san of a parsed, in-range proposal (A.1.3 Tool local design); `bad` is
+    `conflicts(app.after, shape)`, so `san` asks that no edited cell is in it (`app.edited_conflicts`)."""
     return {
         "fmt": 1.0,
         "exec": float(app.applied),
-        "san": float(app.applied and bool(app.edited) and not app.edited_conflicts(shape)),
+        "san": float(app.applied and bool(app.edited) and bad.isdisjoint(app.edited)),
     }
+
+
+def planner_feedback(app: Application, clues: Grid, success: bool, bad: set[Cell]) -> str:
+    """What a parsed answer did (`bad`: the cells in conflict after it), for the history of later prompts."""
+    if app.clue_changes:
+        shown = ", ".join(f"({r + 1}, {c + 1}) is {clues[r][c]}" for r, c in app.clue_changes[:5])
+        return f"rejected: the answer changes given clues ({shown}); the grid is unchanged"
+    filled = round(app.progress * len(clues) ** 2)
+    blanks = sum(row.count(0) for row in app.after)
+    text = f"applied: {len(app.edited)} cells changed, {filled} newly filled; {blanks} blank cells left"
+    bad = sorted(bad)
+    if bad:
+        shown = ", ".join(f"({r + 1}, {c + 1})" for r, c in bad[:8])
+        text += f"; duplicate digits at {shown}{' ...' if len(bad) > 8 else ''}"
+    return text + ("; the puzzle is solved" if success else "; not solved yet")
 
 
 class raw_env(ToolPlannerEnv):
@@ -198,7 +222,9 @@ class raw_env(ToolPlannerEnv):
             terms = {"fmt": 0.0, "exec": 0.0, "san": 0.0}
             return RewardBreakdown(0.0, terms, TOOL_COEF, mask=0.0, lam=LAMBDA_SUDOKU)
         app = self._apply(run.proposal)
-        return RewardBreakdown(self.team_reward(app.after), tool_terms(app, self.shape), TOOL_COEF, mask=1.0, lam=LAMBDA_SUDOKU)
+        bad = conflicts(app.after, self.shape)  # found once for `san` and the solved check
+        team = float(solved_after(app, bad))  # `team_reward(app.after)`
+        return RewardBreakdown(team, tool_terms(app, bad), TOOL_COEF, mask=1.0, lam=LAMBDA_SUDOKU)
 
     def apply_answer(self, answer: Any, error: str | None) -> Applied:
         if answer is None:
@@ -209,23 +235,10 @@ class raw_env(ToolPlannerEnv):
         bad = conflicts(app.after, self.shape)  # found once for legality, the solved check and the feedback
         terms = planner_terms(app, bad)
         self.grid = app.after
-        success = self.is_solved()
+        success = solved_after(app, bad)  # `self.is_solved()`
         team = float(success)  # `team_reward(self.grid)`: 1 when solved
         breakdown = RewardBreakdown(team, terms, PLANNER_COEF, mask=1.0, lam=LAMBDA_SUDOKU)
-        return Applied(breakdown, success, self._feedback(app, success, bad))
-
-    def _feedback(self, app: Application, success: bool, bad: set[Cell]) -> str:
-        if app.clue_changes:
-            shown = ", ".join(f"({r + 1}, {c + 1}) is {self.clues[r][c]}" for r, c in app.clue_changes[:5])
-            return f"rejected: the answer changes given clues ({shown}); the grid is unchanged"
-        filled = round(app.progress * self.shape.size**2)
-        blanks = sum(row.count(0) for row in self.grid)
-        text = f"applied: {len(app.edited)} cells changed, {filled} newly filled; {blanks} blank cells left"
-        bad = sorted(bad)
-        if bad:
-            shown = ", ".join(f"({r + 1}, {c + 1})" for r, c in bad[:8])
-            text += f"; duplicate digits at {shown}{' ...' if len(bad) > 8 else ''}"
-        return text + ("; the puzzle is solved" if success else "; not solved yet")
+        return Applied(breakdown, success, functools.partial(planner_feedback, app, self.clues, success, bad))
 
     def is_solved(self) -> bool:
         return is_solved(self.grid, self.clues, self.shape)

@@ -124,7 +124,6 @@ def _flat_units(shape: Shape) -> tuple[tuple[int, ...], ...]:
     return tuple(tuple(r * n + c for r, c in unit) for unit in unit_table(shape))
 
 
-@lru_cache(maxsize=1024)
 def _conflict_cells(grid: Grid, shape: Shape) -> frozenset[Cell]:
     n = shape.size
     flat = [v for row in grid for v in row]
@@ -146,7 +145,7 @@ def conflicts(grid: Grid, shape: Shape) -> set[Cell]:
     """Filled cells whose digit appears again in their row, column or box."""
     n = shape.size
     if type(grid) is tuple and len(grid) == n and all(type(row) is tuple and len(row) == n for row in grid):
-        return set(_conflict_cells(grid, shape))  # grids are immutable: the answer is cached
+        return set(_conflict_cells(grid, shape))
     return _find_conflicts(grid, shape)
 
 
