@@ -26,7 +26,9 @@ With `--peers PYTHON` (an interpreter of a scratch virtual environment outside t
 reasoning-gym is installed from the package index), the same rounds also time reasoning-gym's
 generators on the shared tasks (maze, mini_sudoku, sudoku, sokoban). With `--pettingllms SRC` too (a
 checkout of github.com/pettingllms-ai/PettingLLMs), that interpreter imports its environment states
-and times deepcopy (its fork), `text_observation`, a turn and generation. No peer code is copied into
+and times deepcopy (its fork), `text_observation`, a turn and generation. Its turn plays a solution of
+its instance from the first state, like ours (a shortest move list found by breadth-first search over
+its own `step`; Sudoku: the solution grid of our turn's puzzle), so both steps do a winning answer's work. No peer code is copied into
 the project; the peers are only imported by that interpreter.
 """
 
@@ -112,6 +114,8 @@ def worker(fast: bool) -> dict[str, float]:
             single.fork().step(reply)
 
         out[f"turn/{name}"] = _per_call_us(turn, n)
+        answer, _ = single.parse_answer(reply.rsplit("####", 1)[-1].strip())
+        out[f"turn_moves/{name}"] = len(answer) if isinstance(answer, list) else 0
     for row, name, kwargs, split, count in GENERATION:
         count = max(2, count // 5) if fast else count
         make = make_raw(name, **kwargs)._make_instance
@@ -321,7 +325,7 @@ def table(before: list[dict[str, float]], after: list[dict[str, float]], base: s
                          f"| {p[1] / a[1]:.2f} |\n")
     if pettingllms:
         text += ("\n\nAgainst PettingLLMs' environment states (`stateful/env_state.py`; its fork is `copy.deepcopy`, "
-                 "its observation `text_observation()`, its turn observation + deepcopy + regex parse + `step`):\n\n"
+                 "its observation `text_observation()`, its turn observation + deepcopy + parse of the reply + `step`):\n\n"
                  "| work | PettingLLMs min / median | ours, base median | ours, this tree min / median | this tree / PettingLLMs "
                  "(medians) |\n|---|---|---|---|---|\n")
         keys = [(f"`fork()` vs deepcopy, {ENVS[n]}", f"fork/{n}") for n in ENVS]
@@ -332,6 +336,10 @@ def table(before: list[dict[str, float]], after: list[dict[str, float]], base: s
             p, a, b = stat(pettingllms, key), stat(after, key), stat(before, key)
             if p and a and b:
                 text += f"| {label} | {_fmt(p[0])} / {_fmt(p[1])} | {_fmt(b[1])} | {_fmt(a[0])} / {_fmt(a[1])} | {a[1] / p[1]:.2f} |\n"
+        moves = [f"{ENVS[n]} {int(after[-1]['turn_moves/' + n])} (ours) and {int(pettingllms[-1]['turn_moves/' + n])} (PettingLLMs)"
+                 for n in ("plan_path", "sokoban") if "turn_moves/" + n in after[-1]]
+        if moves:
+            text += "\nMoves in the turn's reply: " + "; ".join(moves) + ".\n"
     return text
 
 
@@ -377,9 +385,13 @@ def main() -> None:
                 "numbers move with the load, the ratios much less). Sandbox: 2 warm workers; the tree rollout's engine "
                 "is scripted, so its time is the environments' and the sandbox's. "
                 + ("reasoning-gym: the `--peers` interpreter's version. " if args.peers else "")
-                + ("PettingLLMs: the environment states of the checkout given by `--pettingllms` (Sudoku: its "
-                   "built-in puzzle, as no puzzle file ships with it). " if args.pettingllms else "PettingLLMs is not measured. ")
-                + "Our turn: mode \"planner\", the oracle's reply; theirs: a move list (Sudoku: the current grid).")
+                + ("PettingLLMs: the environment states of the checkout given by `--pettingllms` (Sudoku: our turn's "
+                   "puzzle, as its seeded puzzles need a file that does not ship and its built-in 4x4 puzzle has no "
+                   "solution). " if args.pettingllms else "PettingLLMs is not measured. ")
+                + "Agent turns start from the instance's first state and step a reply that solves it: ours (mode "
+                  "\"planner\") the oracle's answer, PettingLLMs' a shortest move list found by breadth-first search "
+                  "over its own `step` (Sudoku: the solution grid), so both steps do a winning answer's whole work; the "
+                  "move counts are in the table.")
         write_section(args.write, "env_speed", "Environment speed: fork, agent turn, generation, tool runs of a wave",
                       command, note + "\n\n" + body)
 
