@@ -43,7 +43,8 @@ class RewardBreakdown:
         return float(self.lam * self.team + (1.0 - self.lam) * self.mask * self.local + self.penalty)
 
     def to_info(self) -> dict[str, Any]:
-        local = self.local
+        coefficients = self.coefficients
+        local = float(sum([coefficients[name] * score for name, score in self.terms.items()]))  # `local`
         return {
             "reward": float(self.lam * self.team + (1.0 - self.lam) * self.mask * local + self.penalty),  # `reward`
             "team_reward": float(self.team),

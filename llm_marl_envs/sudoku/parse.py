@@ -15,6 +15,7 @@ from __future__ import annotations
 import ast
 import json
 from dataclasses import dataclass
+from itertools import chain
 from typing import Any, Literal
 
 from .rules import Grid, Step
@@ -105,8 +106,8 @@ def _structure(value: Any, size: int | None) -> tuple[SudokuAnswer | None, str |
         return None, "expected a list"
     if not value:
         return None, "empty list: give a grid or at least one [r, c, v] step"
-    if (size is not None and size != 3 and len(value) == size and all(type(row) is list and len(row) == size for row in value)
-            and {type(v) for row in value for v in row} == {int}):  # the common reply, a JSON grid: what the checks below conclude
+    if (size is not None and size != 3 and len(value) == size and {*map(type, value)} == {list} and {*map(len, value)} == {size}
+            and {*map(type, chain.from_iterable(value))} == {int}):  # the common reply, a JSON grid: what the checks below conclude
         return SudokuAnswer("grid", grid=tuple(map(tuple, value))), None
     # A list of triples is steps (grids have N >= 4 columns; the paper's example
     # `[[1,3,4],[2,1,6],[9,9,1]]` is a step list).

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import lru_cache
+from itertools import chain
 
 Grid = tuple[tuple[int, ...], ...]
 Cell = tuple[int, int]
@@ -119,32 +120,31 @@ def unit_table(shape: Shape) -> tuple[tuple[Cell, ...], ...]:
 
 
 @lru_cache(maxsize=32)
-def _flat_units(shape: Shape) -> tuple[tuple[int, ...], ...]:
+def _digit_masks(shape: Shape) -> tuple[dict[int, int], ...]:
+    """Per cell (row-major), digit -> a bit for each (unit, digit) pair the cell's three units
+    hold it at (0 -> no bit): two cells of one unit holding one digit share a bit."""
     n = shape.size
-    return tuple(tuple(r * n + c for r, c in unit) for unit in unit_table(shape))
+    units_of: list[list[int]] = [[] for _ in range(n * n)]
+    for u, unit in enumerate(unit_table(shape)):
+        for r, c in unit:
+            units_of[r * n + c].append(u)
+    return tuple({0: 0, **{v: sum(1 << (u * n + v - 1) for u in units) for v in range(1, n + 1)}} for units in units_of)
 
 
 def _conflict_cells(grid: Grid, shape: Shape) -> frozenset[Cell]:
-    n = shape.size
-    flat = [v for row in grid for v in row]
-    for unit in _flat_units(shape):  # a bitmask pass first: most grids have no duplicate at all
-        seen = 0
-        for i in unit:
-            v = flat[i]
-            if v:
-                if type(v) is not int or not 0 < v <= n:  # not a digit: the general search decides
-                    return frozenset(_find_conflicts(grid, shape))
-                bit = 1 << v
-                if seen & bit:
-                    return frozenset(_find_conflicts(grid, shape))
-                seen |= bit
+    seen = 0  # a first pass over the cells' unit bits: most grids have no duplicate at all
+    for masks, v in zip(_digit_masks(shape), [v for row in grid for v in row]):
+        bits = masks.get(v)
+        if bits is None or seen & bits:  # not a digit, or a digit its row, column or box already holds
+            return frozenset(_find_conflicts(grid, shape))
+        seen |= bits
     return frozenset()
 
 
 def conflicts(grid: Grid, shape: Shape) -> set[Cell]:
     """Filled cells whose digit appears again in their row, column or box."""
     n = shape.size
-    if type(grid) is tuple and len(grid) == n and all(type(row) is tuple and len(row) == n for row in grid):
+    if type(grid) is tuple and len(grid) == n and {*map(type, grid)} == {tuple} and {*map(len, grid)} == {n}:
         return set(_conflict_cells(grid, shape))
     return _find_conflicts(grid, shape)
 
@@ -253,12 +253,17 @@ def steps_out_of_range(steps: list[Step] | tuple[Step, ...], shape: Shape) -> tu
     return tuple(errors)
 
 
+@lru_cache(maxsize=32)
+def _values(n: int) -> frozenset[int]:
+    return frozenset(range(n + 1))
+
+
 def grid_out_of_range(new: Grid, shape: Shape) -> tuple[str, ...]:
     """Why a grid answer is malformed (not N x N, or a value outside 0..N); empty when it is not."""
     n = shape.size
     if len(new) != n or {*map(len, new)} != {n}:
         return (f"the grid must have {n} rows of {n} values",)
-    if min(map(min, new)) >= 0 and max(map(max, new)) <= n:  # every value in 0..N (rows are not empty here)
+    if {*chain.from_iterable(new)} <= _values(n):  # every value in 0..N
         return ()
     return tuple(
         f"row {r + 1}, column {c + 1}: value {v} is outside 0..{n}"
