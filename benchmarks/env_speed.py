@@ -6,7 +6,9 @@ runs, this tree against an earlier commit side by side in one run (issue: Perfor
 `--base REV` exports that commit's tree with `git archive` into a temporary folder; each round runs
 one measuring subprocess on the base tree and one on this tree (alternating, so a load change hits
 both), and every row reports the minimum and the median over the rounds of the per-call time (each
-round's per-call time is the best of a few timed repeats). Only calls that both trees have are
+round's per-call time is the best of a few timed repeats), and ratios of both: this machine is
+shared and has slow spells of tens of seconds, which raise the medians of whichever runs they hit
+and leave the minimums alone. Only calls that both trees have are
 timed: `make_raw`, `reset`, `observe`, `fork`, `step`, `draw_instance` and `rollout`.
 
 Rows:
@@ -287,13 +289,13 @@ def table(before: list[dict[str, float]], after: list[dict[str, float]], base: s
         vals = [r[key] for r in runs if key in r]
         return (min(vals), statistics.median(vals)) if vals else None
 
-    lines = [f"| work | base {base}: min / median | this tree: min / median | this / base (medians) |", "|---|---|---|---|"]
+    lines = [f"| work | base {base}: min / median | this tree: min / median | this / base: mins; medians |", "|---|---|---|---|"]
 
     def row(label, key_before, key_after=None, per="call"):
         b, a = stat(before, key_before), stat(after, key_after or key_before)
         if b is None or a is None:
             return
-        lines.append(f"| {label} | {_fmt(b[0])} / {_fmt(b[1])} | {_fmt(a[0])} / {_fmt(a[1])} | {a[1] / b[1]:.2f} |")
+        lines.append(f"| {label} | {_fmt(b[0])} / {_fmt(b[1])} | {_fmt(a[0])} / {_fmt(a[1])} | {a[0] / b[0]:.2f}; {a[1] / b[1]:.2f} |")
 
     for name, label in ENVS.items():
         row(f"`fork()`, {label}", f"fork/{name}")
@@ -326,8 +328,8 @@ def table(before: list[dict[str, float]], after: list[dict[str, float]], base: s
     if pettingllms:
         text += ("\n\nAgainst PettingLLMs' environment states (`stateful/env_state.py`; its fork is `copy.deepcopy`, "
                  "its observation `text_observation()`, its turn observation + deepcopy + parse of the reply + `step`):\n\n"
-                 "| work | PettingLLMs min / median | ours, base median | ours, this tree min / median | this tree / PettingLLMs "
-                 "(medians) |\n|---|---|---|---|---|\n")
+                 "| work | PettingLLMs min / median | ours, base median | ours, this tree min / median | this tree / PettingLLMs: "
+                 "mins; medians |\n|---|---|---|---|---|\n")
         keys = [(f"`fork()` vs deepcopy, {ENVS[n]}", f"fork/{n}") for n in ENVS]
         keys += [(f"agent turn (observe, repeated + fork + step), {ENVS[n]}", f"turn/{n}") for n in ENVS]
         keys += [(f"observe, repeated on one state, {ENVS[n]}", f"observe/{n}") for n in ENVS]
@@ -335,7 +337,8 @@ def table(before: list[dict[str, float]], after: list[dict[str, float]], base: s
         for label, key in keys:
             p, a, b = stat(pettingllms, key), stat(after, key), stat(before, key)
             if p and a and b:
-                text += f"| {label} | {_fmt(p[0])} / {_fmt(p[1])} | {_fmt(b[1])} | {_fmt(a[0])} / {_fmt(a[1])} | {a[1] / p[1]:.2f} |\n"
+                text += (f"| {label} | {_fmt(p[0])} / {_fmt(p[1])} | {_fmt(b[1])} | {_fmt(a[0])} / {_fmt(a[1])} "
+                         f"| {a[0] / p[0]:.2f}; {a[1] / p[1]:.2f} |\n")
         moves = [f"{ENVS[n]} {int(after[-1]['turn_moves/' + n])} (ours) and {int(pettingllms[-1]['turn_moves/' + n])} (PettingLLMs)"
                  for n in ("plan_path", "sokoban") if "turn_moves/" + n in after[-1]]
         if moves:
