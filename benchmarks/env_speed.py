@@ -30,8 +30,8 @@ generators on the shared tasks (maze, mini_sudoku, sudoku, sokoban). With `--pet
 checkout of github.com/pettingllms-ai/PettingLLMs), that interpreter imports its environment states
 and times deepcopy (its fork), `text_observation`, a turn and generation. Its turn plays a solution of
 its instance from the first state, like ours (a shortest move list found by breadth-first search over
-its own `step`; Sudoku: the solution grid of our turn's puzzle), so both steps do a winning answer's work. No peer code is copied into
-the project; the peers are only imported by that interpreter.
+its own `step`; Sudoku: the solution grid of our turn's puzzle), so both steps do a winning answer's
+work. No peer code is copied into the project; the peers are only imported by that interpreter.
 """
 
 from __future__ import annotations
@@ -238,7 +238,8 @@ for name, (make, parse) in states.items():
     if name == "sudoku":
         reply = "#### " + json.dumps(solved_grid(state.grid))
     else:
-        state.shortest_path() if name == "plan_path" else None  # cached in the state, so no turn pays it
+        if name == "plan_path":
+            state.shortest_path()  # cached in the state, so no turn pays for it
         reply = "#### [" + ", ".join(shortest_moves(state)) + "]"
     check = copy.deepcopy(state)
     check.step(parse(reply))

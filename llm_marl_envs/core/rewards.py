@@ -44,7 +44,7 @@ class RewardBreakdown:
 
     def to_info(self) -> dict[str, Any]:
         coefficients = self.coefficients
-        local = float(sum([coefficients[name] * score for name, score in self.terms.items()]))  # `local`
+        local = float(sum([coefficients[name] * score for name, score in self.terms.items()]))  # `self.local`, inlined
         return {
             "reward": float(self.lam * self.team + (1.0 - self.lam) * self.mask * local + self.penalty),  # `reward`
             "team_reward": float(self.team),

@@ -121,8 +121,8 @@ def unit_table(shape: Shape) -> tuple[tuple[Cell, ...], ...]:
 
 @lru_cache(maxsize=32)
 def _digit_masks(shape: Shape) -> tuple[dict[int, int], ...]:
-    """Per cell (row-major), digit -> a bit for each (unit, digit) pair the cell's three units
-    hold it at (0 -> no bit): two cells of one unit holding one digit share a bit."""
+    """Per cell (row-major): digit -> the bits of the (unit, digit) pairs it makes with the cell's
+    row, column and box (0, a blank: no bits). Two cells of one unit holding one digit share a bit."""
     n = shape.size
     units_of: list[list[int]] = [[] for _ in range(n * n)]
     for u, unit in enumerate(unit_table(shape)):
