@@ -85,7 +85,6 @@ def _per_call_us(fn, number: int, repeat: int = 3) -> float:
 
 
 def _turn_state(name: str, mode: str):
-    from agents.oracle import make_oracle
     from llm_marl_envs.registry import make_raw
 
     env = make_raw(name, mode=mode)

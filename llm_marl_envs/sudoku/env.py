@@ -100,7 +100,7 @@ from ..core.tool_planner import Applied, Mode, ToolPlannerEnv, ToolRun
 from . import prompts
 from .generator import SudokuConfig, SudokuInstance, generate
 from .parse import SudokuAnswer, parse_answer
-from .rules import (Application, Cell, Grid, Shape, apply_grid, apply_steps, conflicts, grid_out_of_range, is_complete,
+from .rules import (Application, Cell, Grid, apply_grid, apply_steps, conflicts, grid_out_of_range, is_complete,
                     is_solved, steps_out_of_range)
 
 LAMBDA_SUDOKU = 0.60
@@ -213,17 +213,13 @@ class raw_env(ToolPlannerEnv):
         return proposal.to_text()
 
     # ------------------------------------------------------------------ rewards (A.1.3)
-    def team_reward(self, grid: Grid) -> float:
-        """r_team (A.1.3): 1 when the grid is solved (complete, valid, every clue kept), else 0."""
-        return float(is_solved(grid, self.clues, self.shape))
-
     def score_tool(self, run: ToolRun) -> RewardBreakdown:
         if run.proposal is None:
             terms = {"fmt": 0.0, "exec": 0.0, "san": 0.0}
             return RewardBreakdown(0.0, terms, TOOL_COEF, mask=0.0, lam=LAMBDA_SUDOKU)
         app = self._apply(run.proposal)
         bad = conflicts(app.after, self.shape)  # found once for `san` and the solved check
-        team = float(solved_after(app, bad))  # `team_reward(app.after)`
+        team = float(solved_after(app, bad))  # r_team (A.1.3): 1 when the proposal would solve the grid
         return RewardBreakdown(team, tool_terms(app, bad), TOOL_COEF, mask=1.0, lam=LAMBDA_SUDOKU)
 
     def apply_answer(self, answer: Any, error: str | None) -> Applied:
@@ -236,7 +232,7 @@ class raw_env(ToolPlannerEnv):
         terms = planner_terms(app, bad)
         self.grid = app.after
         success = solved_after(app, bad)  # `self.is_solved()`
-        team = float(success)  # `team_reward(self.grid)`: 1 when solved
+        team = float(success)  # r_team (A.1.3): 1 when solved
         breakdown = RewardBreakdown(team, terms, PLANNER_COEF, mask=1.0, lam=LAMBDA_SUDOKU)
         return Applied(breakdown, success, functools.partial(planner_feedback, app, self.clues, success, bad))
 
