@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from llm_marl_envs.sandbox import ExecResult, Sandbox, SandboxLimits, default_sandbox
-from tests.support.sandbox_corpus import attempt, descendants, with_sandbox_dir
+from llm_marl_envs.sandbox import ExecResult, Sandbox, SandboxLimits, default_sandbox, pool
+from tests.support.sandbox_corpus import attempt, descendants, left_behind, with_sandbox_dir
 
 LIMITS = SandboxLimits(wall_time_s=2.0, cpu_time_s=2.0, memory_mb=256, output_bytes=10_000)
 
@@ -33,8 +33,8 @@ def sandbox():
 
 
 def assert_nothing_left(sandbox: Sandbox) -> None:
-    for pid in sandbox._worker_pids():  # a supervisor: its one child is the fork server
-        assert len(descendants(pid)) == 1, "a sandboxed process outlived its run"
+    for pid in sandbox._worker_pids():  # a supervisor: below it, the fork server and its spare
+        assert not left_behind(pid), "a sandboxed process outlived its run"
 
 
 def is_server(pid: int) -> bool:
@@ -262,6 +262,44 @@ def test_dead_worker_is_replaced(sandbox):
     assert sandbox.run_many([("print(8)", ""), ("print(9)", "")])[1].stdout == "9\n"
 
 
+def test_a_spare_waits_for_the_next_job_and_one_that_died_is_replaced(one_worker, monkeypatch):
+    """With a core free, the fork server forks the next job's child ahead (it prepares, then waits
+    for its job); a spare that died meanwhile is replaced, and the job runs as if nothing happened.
+    With every core busy, no spare is forked."""
+    monkeypatch.setattr(pool, "_CORES", 1)  # this call alone keeps every core busy
+    assert one_worker.run("print(0)").ok
+    supervisor = one_worker._worker_pids()[0]
+    assert len(descendants(supervisor)) == 1, "a spare was forked with no core free"
+    monkeypatch.setattr(pool, "_CORES", 2)
+    assert one_worker.run("print(1)").ok
+    server, *below = descendants(supervisor)
+    assert len(below) == 1 and not left_behind(supervisor), f"expected one spare below the server, got {below}"
+    os.kill(below[0], signal.SIGKILL)
+    deadline = time.monotonic() + 5
+    while running(below[0]) and time.monotonic() < deadline:  # dead before the job comes (not while it is sent)
+        time.sleep(0.01)
+    assert one_worker.run("print(2)").stdout == "2\n"
+    assert one_worker._worker_pids() == [supervisor] and descendants(supervisor)[0] == server  # same server
+
+
+def test_a_malformed_job_is_answered_and_its_child_discarded(one_worker):
+    """A job the server cannot read (here: limits without their fields) gets a crash answer; its
+    child (the spare that waited for it) is not left waiting, and the next job runs."""
+    bad = one_worker._submit({"code": "print(1)", "stdin": "", "limits": {}}, LIMITS)
+    assert bad.status == "crash" and "internal error" in bad.stderr
+    assert one_worker.run("print(2)").stdout == "2\n"
+    assert_nothing_left(one_worker)
+
+
+def test_a_job_larger_than_a_pipe_reaches_its_child_whole(one_worker):
+    """The job (an 8-byte length and its JSON) and the program's stdin share the child's stdin:
+    the program reads exactly its own stdin after a job of any size."""
+    code = "import sys\npad = '" + "x" * 150_000 + "'\ndata = sys.stdin.read()\nprint(len(pad), len(data), data[:3], data[-3:])"
+    stdin = "abc" + "y" * 200_000 + "xyz"
+    assert one_worker.run(code, stdin).stdout == f"150000 {len(stdin)} abc xyz\n"
+    assert one_worker.run("import sys\nprint(repr(sys.stdin.read()))").stdout == "''\n"
+
+
 def test_fresh_interpreter_mode_leaves_nothing_behind():
     before = servers_under_this_process()
     with Sandbox(LIMITS, warm=False) as cold:
@@ -291,7 +329,7 @@ def test_close_during_a_run_kills_it_and_cleans_up():
     thread = threading.Thread(target=lambda: results.append(sb.run("import time\ntime.sleep(30)")))
     thread.start()
     deadline = time.monotonic() + 30
-    while len(descendants(pids[0])) < 2 and time.monotonic() < deadline:  # wait for the program to start
+    while not left_behind(pids[0], wait=0.5) and time.monotonic() < deadline:  # wait for the program to start
         time.sleep(0.02)
     sb.close()
     thread.join(timeout=30)

@@ -6,11 +6,13 @@ What is the same for every run is done once, in the fork server before its first
 streams built, the audit hook made. A child inherits all of it, so what it still does itself is
 only what differs per run or per process.
 
-The fork server returns from every one of its functions in the child (see `_server`), so `enter`
-runs with nothing below it but the server's module frame. It sets the limits, makes the process
-die with the server, gives the program its own `__main__`, clears the server's globals and
-installs the audit hook last; `_run.run` then executes the program with only that (now empty)
-module frame below it. What stays in memory but unreachable
+The fork server forks a child ahead of its job and returns from every one of its functions in
+it (see `_server`), so `enter` runs with nothing below it but the server's module frame. It makes
+the process die with the server, gives the program its own `__main__` and clears the server's
+globals; then it waits for its job, which the server writes at the start of its stdin
+(`receive_job`), sets the job's limits and installs the audit hook last; `_run.run` then executes
+the program with only that (now empty) module frame below it. The CPU-time limit counts the
+preparation too (a few milliseconds). What stays in memory but unreachable
 (the hook's closure, this module) could be found only through gc.get_objects, gc.get_referrers and
 the like, which the hook refuses; the sandbox defines no class in the fork server, so subclass
 walks find nothing of it either.
@@ -21,6 +23,7 @@ from __future__ import annotations
 import builtins
 import fcntl
 import io
+import json
 import linecache
 import math
 import os
@@ -52,20 +55,24 @@ _ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "OPENBLAS_NUM
 
 
 def enter(forked: tuple | None) -> tuple:
-    """Confine this child and return the arguments of `_run.run`; at the server's end of input
-    (`forked` is None), exit."""
+    """Prepare this child, wait for its job and confine it; return the arguments of `_run.run`.
+    At the server's end of input (`forked` is None), exit."""
     if forked is None:
         raise SystemExit(0)
-    job, policy, prepared, stdin_fd, stdout_fd, stderr_fd, lifeline_fd = forked
+    policy, prepared, job, stdin_fd, stdout_fd, stderr_fd, lifeline_fd = forked
     try:
         os.setsid()
         for fd, target in ((stdin_fd, 0), (stdout_fd, 1), (stderr_fd, 2), (lifeline_fd, LIFELINE_FD)):
             os.dup2(fd, target)
         _die_with_server(LIFELINE_FD)
-        _set_limits(job["limits"], no_processes=policy["no_processes"])
         os.chdir(policy["run_dir"])
         os.closerange(LIFELINE_FD + 1, 1 << 16)
-        namespace = _prepare_interpreter(job["code"], prepared["streams"])
+        namespace = _prepare_interpreter(prepared["streams"])
+        if job is None:  # a spare: it was forked before its job came
+            job = receive_job(0)
+        _set_limits(job["limits"], no_processes=policy["no_processes"])
+        # Tracebacks read the program's source through linecache: serve it from memory.
+        linecache.cache["main.py"] = (len(job["code"]), None, job["code"].splitlines(True), "main.py")
         if job.get("guard", True):  # off only for tests of the kernel layers alone
             sys.addaudithook(prepared["hook"])
     except BaseException as exc:  # report, never run the program half-confined
@@ -73,6 +80,23 @@ def enter(forked: tuple | None) -> tuple:
         os._exit(SETUP_FAILED_EXIT)
     return (job["code"], namespace, *prepared["streams"][1:], policy["blocked_modules"], _guard.MARK,
             _guard.BLOCKED_EXIT)
+
+
+def receive_job(fd: int) -> dict:
+    """The job at the start of `fd` (the child's stdin): an 8-byte length, then that many bytes of
+    JSON {"code", "limits", "guard"}. Reads exactly that much: the program's stdin follows."""
+    return json.loads(_read_exactly(fd, int.from_bytes(_read_exactly(fd, 8), "little")))
+
+
+def _read_exactly(fd: int, size: int) -> bytes:
+    chunks = []
+    while size:
+        chunk = os.read(fd, size)
+        if not chunk:
+            raise EOFError("the fork server closed this child's input before its job")
+        chunks.append(chunk)
+        size -= len(chunk)
+    return b"".join(chunks)
 
 
 def _die_with_server(fd: int) -> None:
@@ -121,7 +145,7 @@ def prepare_server(policy: dict) -> dict:
     return {"streams": (stdin, stdout, stderr), "hook": _guard.make_hook(run_dir, policy)}
 
 
-def _prepare_interpreter(source: str, streams: tuple) -> dict:
+def _prepare_interpreter(streams: tuple) -> dict:
     """The interpreter as the program sees it (what `prepare_server` left to do per run);
     returns the program's namespace."""
     server_globals = sys.modules["__main__"].__dict__
@@ -133,9 +157,7 @@ def _prepare_interpreter(source: str, streams: tuple) -> dict:
     sys.stdin = sys.__stdin__ = streams[0]
     sys.stdout = sys.__stdout__ = streams[1]
     sys.stderr = sys.__stderr__ = streams[2]
-    # Tracebacks read the program's source through linecache: serve it from memory.
     linecache.cache.clear()
-    linecache.cache["main.py"] = (len(source), None, source.splitlines(True), "main.py")
     server_globals.clear()  # the frame below the program's is the server's module: nothing left there
     return main.__dict__
 

@@ -3,15 +3,19 @@
 Started by the supervisor (`_supervisor`), already confined: it runs as the user the programs run
 as, under the Landlock ruleset and the seccomp filter they run under. Protocol on stdin/stdout, one
 JSON object per line. The server first says {"layers": {...}} (the isolation layers this machine
-gives it). Then for each job {"code", "stdin", "limits"} it answers {"started": true} at once and
-{"stdout", "stderr", "exit_code", "status"} when the job is done.
+gives it). Then for each job {"code", "stdin", "limits", "ahead"} it answers {"started": true} at
+once and {"stdout", "stderr", "exit_code", "status"} when the job is done.
 
 Each job runs in a child forked from this warm interpreter (a few milliseconds instead of an
 interpreter start-up), in RUN_DIR: the one directory a program may write, emptied (and its
-metadata reset) after every job, so a run finds nothing of an earlier one. This process
-supervises the child: it feeds stdin, enforces the wall clock and the output cap, kills the
-child's process group, and kills it and exits at once when its owner goes away (its end of the
-pipes closes).
+metadata reset) after every job, so a run finds nothing of an earlier one. A child may be forked
+ahead of its job, at start-up or while the previous job runs (when its "ahead" says that a core
+is free for it): a spare that prepares the program's interpreter, then waits for its job, which
+the server writes at the start of the child's stdin (`_child.receive_job`); the next job then
+does not wait for a fork and a preparation. Without a spare, a job's child is forked when it
+comes, with the job. This process supervises the child: it feeds stdin, enforces the wall clock
+and the output cap, kills the child's process group, and kills it and exits at once when its
+owner goes away (its end of the pipes closes).
 
 The child returns from every function of this module (`supervise` -> `main` -> module level), so
 that nothing of the server is left below the program's frame; this module defines no class, so
@@ -70,7 +74,7 @@ _READ_CHUNK = 65536
 
 def main() -> tuple | None:
     """Serve jobs until the end of input (returns None). In a forked child, returns what the
-    child needs to run its program."""
+    child needs to prepare and run its program."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C in a terminal reaches the whole group
     run_dir, layers = sys.argv[1], dict(json.loads(sys.argv[2]), audit_hook=True)
     out = sys.stdout
@@ -88,19 +92,30 @@ def main() -> tuple | None:
     # copying, page by page) the server's objects in every child.
     gc.collect()
     gc.freeze()
+    # The init of a PID namespace without the seccomp layer must find and kill whatever a program
+    # left behind, which it tells by having no child left once the program's is reaped: no spare
+    # there. Elsewhere a program cannot leave a process behind (seccomp refuses its forks) or
+    # what it leaves is in its own process group, which a spare is not.
+    state = {"ahead": bool(layers.get("seccomp")) or os.getpid() != 1, "spare": None}
+    in_child, state["spare"] = _fork_child(None) if state["ahead"] else (False, None)
+    if in_child:
+        return (policy, prepared, *state["spare"])
     for line in sys.stdin:
         out.write('{"started": true}\n')  # the job reached a live server (safe to retry if not)
         out.flush()
         try:
-            outcome, value = supervise(json.loads(line), policy, prepared)
+            outcome, value = supervise(json.loads(line), state)
         except Exception as exc:  # the server must answer every job
             outcome, value = "result", {"stdout": "", "stderr": f"[sandbox] internal error: {exc!r}",
                                         "exit_code": None, "status": "crash"}
+        if outcome == "child":
+            return (policy, prepared, *value)
         if outcome != "result":
-            return value  # the child's program, or None: the owner is gone
+            break  # the owner is gone
         out.write(json.dumps(value) + "\n")
         out.flush()
         _empty(run_dir)  # after answering: off the caller's path, before the next job
+    _discard(state["spare"])
     return None
 
 
@@ -121,17 +136,56 @@ def _policy(run_dir: str, layers: dict) -> dict:
     }
 
 
-def supervise(job: dict, policy: dict, prepared: dict) -> tuple[str, object]:
-    """Run one job in a forked child. Returns ("result", its result) here, ("gone", None) if the
-    owner went away meanwhile, and ("child", what to run) in the child."""
-    in_r, in_w = os.pipe()
-    out_r, out_w = os.pipe()
-    err_r, err_w = os.pipe()
-    life_r, life_w = os.pipe()  # never written: its closing tells the child the server is gone
+def supervise(job: dict, state: dict) -> tuple[str, object]:
+    """Run one job in the spare child, or in a child forked for it if there is none (or it died),
+    and fork the next spare while it runs (`state["ahead"]` and the job's "ahead"). Returns
+    ("result", its result) here, ("gone", None) if the owner went away meanwhile, and ("child",
+    what `_child.enter` needs) in a forked child."""
+    child = state["spare"]
+    if child is not None and os.waitpid(child["pid"], os.WNOHANG)[0] != 0:  # it died while waiting
+        _discard(child)
+        child = None
+    state["spare"] = None
+    if child is None:
+        in_child, child = _fork_child(job)  # it has its job: only the program's stdin is sent
+        if in_child:
+            return "child", child
+        data = b""
+    else:  # the spare reads its job first (`_child.receive_job`)
+        order = json.dumps({"code": job["code"], "limits": job["limits"], "guard": job.get("guard", True)}).encode()
+        data = len(order).to_bytes(8, "little") + order
+    try:
+        watch = _watch(child, data + job["stdin"].encode("utf-8", "replace"), job["limits"])
+    except BaseException:  # a malformed job: its child goes, the server answers (see `main`)
+        _discard(child)
+        raise
+    if state["ahead"] and job.get("ahead", True):  # the owner says whether a core is free for it
+        try:
+            in_child, state["spare"] = _fork_child(None)
+        except OSError:  # no spare now: the next job forks its own
+            in_child = False
+        if in_child:
+            return "child", state["spare"]
+    try:
+        _wait(watch)
+    finally:
+        _finish(watch, sweep=not state["ahead"])
+    if watch["status"] == "gone":
+        return "gone", None
+    return "result", _result(watch, job["limits"])
+
+
+def _fork_child(job: dict | None) -> tuple[bool, object]:
+    """Fork a child for `job`, or (None) a spare that prepares and then waits for its job. Returns
+    (False, its pid and our ends of its pipes) here and (True, what `_child.enter` needs: the job
+    and its ends: stdin, stdout, stderr, lifeline) in the child. The lifeline is never written:
+    its closing tells the child that the server is gone."""
+    fds = [*os.pipe(), *os.pipe(), *os.pipe(), *os.pipe()]
+    in_r, in_w, out_r, out_w, err_r, err_w, life_r, life_w = fds
     try:
         pid = os.fork()
     except OSError:
-        for fd in (in_r, in_w, out_r, out_w, err_r, err_w, life_r, life_w):
+        for fd in fds:
             os.close(fd)
         raise
     if pid == 0:
@@ -140,32 +194,43 @@ def supervise(job: dict, policy: dict, prepared: dict) -> tuple[str, object]:
                 os.close(fd)
         except BaseException:
             os._exit(_child.SETUP_FAILED_EXIT)
-        return "child", (job, policy, prepared, in_r, out_w, err_w, life_r)
+        return True, (job, in_r, out_w, err_w, life_r)
     for fd in (in_r, out_w, err_w, life_r):
         os.close(fd)
-    watch = _watch(pid, job, in_w, out_r, err_r)
-    try:
-        _wait(watch)
-    finally:
-        _finish(watch, life_w)
-    if watch["status"] == "gone":
-        return "gone", None
-    return "result", _result(watch, job["limits"])
-
-
-def _watch(pid: int, job: dict, in_w: int, out_r: int, err_r: int) -> dict:
-    """The state of one running child: what is left to feed it, what it wrote, how it ended."""
     try:
         exit_fd: int | None = os.pidfd_open(pid)
     except (AttributeError, OSError):
         exit_fd = None  # old kernel: poll for the exit instead
-    data = job["stdin"].encode("utf-8", "replace")
-    watch = {"pid": pid, "data": data, "sent": 0, "in_w": in_w, "out_r": out_r, "err_r": err_r,
-             "chunks": {out_r: [], err_r: []}, "open": {out_r, err_r}, "exit_fd": exit_fd,
-             "cap": int(job["limits"]["output_bytes"]), "total": 0, "status": None, "wait_status": None,
-             "cpu_s": 0.0, "deadline": time.monotonic() + float(job["limits"]["wall_time_s"])}
+    return False, {"pid": pid, "in_w": in_w, "out_r": out_r, "err_r": err_r, "life_w": life_w, "exit_fd": exit_fd}
+
+
+def _discard(child: dict | None) -> None:
+    """Kill a spare that no job will use, reap it and close our ends of its pipes."""
+    if child is None:
+        return
+    try:
+        os.kill(child["pid"], signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    try:
+        os.waitpid(child["pid"], 0)
+    except ChildProcessError:  # reaped already
+        pass
+    for fd in (child["in_w"], child["out_r"], child["err_r"], child["life_w"], child["exit_fd"]):
+        if fd is not None:
+            os.close(fd)
+
+
+def _watch(child: dict, data: bytes, limits: dict) -> dict:
+    """Start feeding `child` its `data` (a spare's job, then the program's stdin) and return the
+    state of its run: what is left to feed it, what it wrote, how it ended."""
+    out_r, err_r = child["out_r"], child["err_r"]
+    watch = {**child, "data": data, "sent": 0, "chunks": {out_r: [], err_r: []}, "open": {out_r, err_r},
+             "cap": int(limits["output_bytes"]), "total": 0, "status": None, "wait_status": None,
+             "cpu_s": 0.0, "deadline": time.monotonic() + float(limits["wall_time_s"])}
     if data:
-        os.set_blocking(in_w, False)
+        os.set_blocking(child["in_w"], False)
+        _feed(watch)  # what fits the pipe is written at once (a spare's job nearly always)
     else:
         _close_stdin(watch)
     return watch
@@ -246,13 +311,14 @@ def _reap(watch: dict, flags: int) -> None:
         watch["cpu_s"] = usage.ru_utime + usage.ru_stime
 
 
-def _finish(watch: dict, lifeline: int) -> None:
+def _finish(watch: dict, sweep: bool) -> None:
     """Kill the child and everything it may have left, reap it and close the pipes.
 
-    As the init of our own PID namespace, every process the run left is a child of ours once the
-    child is reaped (orphans come back to the init): none means nothing to kill, which spares the
-    supervisor the questions that each kill asks it (see `_seccomp`). Elsewhere, what the child
-    left is in its process group (its own session), which is killed whole."""
+    As the init of our own PID namespace (`sweep`: without a spare, see `main`), every process the
+    run left is a child of ours once the child is reaped (orphans come back to the init): none
+    means nothing to kill, which spares the supervisor the questions that each kill asks it (see
+    `_seccomp`). Elsewhere, what the child left is in its process group (its own session), which
+    is killed whole."""
     init = os.getpid() == 1
     if watch["wait_status"] is None:  # still running (a limit, or the owner is gone)
         for kill in (os.killpg, os.kill):
@@ -266,10 +332,10 @@ def _finish(watch: dict, lifeline: int) -> None:
             os.killpg(watch["pid"], signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
-    if init and _left_behind():
+    if sweep and init and _left_behind():
         _sweep()
     _close_stdin(watch)
-    for fd in (watch["out_r"], watch["err_r"], watch["exit_fd"], lifeline):
+    for fd in (watch["out_r"], watch["err_r"], watch["exit_fd"], watch["life_w"]):
         if fd is not None:
             os.close(fd)
 

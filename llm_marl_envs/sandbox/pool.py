@@ -24,6 +24,7 @@ from .limits import ExecResult, SandboxLimits
 _SUPERVISOR = str(Path(__file__).with_name("_supervisor.py"))
 _SERVER_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"}
 """The fork server's whole environment: programs must not see ours (API keys, tokens)."""
+_CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 _STARTUP_TIMEOUT_S = 60.0
 _ANSWER_GRACE_S = 10.0
 """Beyond the job's own wall-clock limit (which the server enforces), how long to wait for an
@@ -165,6 +166,7 @@ class Sandbox:
 
     def _reset_pool(self) -> None:
         self._pid = os.getpid()
+        self._in_flight = 0
         self._idle: queue.Queue[_Worker | None] = queue.Queue()
         self._live: set[_Worker] = set()
         for _ in range(self.n_workers):
@@ -263,6 +265,12 @@ class Sandbox:
     def _submit(self, job: dict, limits: SandboxLimits) -> ExecResult:
         timeout = limits.wall_time_s + _ANSWER_GRACE_S
         worker: _Worker | None = self._checkout()
+        with self._lock:
+            self._in_flight += 1
+            # The server forks the next run's child while this one runs when a core is free for it
+            # (sequential calls: off the next call's path); with every core busy it would only add
+            # work, so the next child is forked when its job comes.
+            job = {**job, "ahead": self.warm and self._in_flight < _CORES}
         try:
             started, answer = worker.request(job, timeout)
             if not started:  # it died between runs: the job never reached it
@@ -275,6 +283,8 @@ class Sandbox:
                 worker = None
             return self._result(answer)
         finally:
+            with self._lock:
+                self._in_flight -= 1
             self._checkin(worker)
 
     def _checkin(self, worker: _Worker | None) -> None:

@@ -583,6 +583,31 @@ def descendants(pid: int) -> list[int]:
     return out
 
 
+def left_behind(supervisor: int, wait: float = 5.0) -> list[int]:
+    """The processes below a worker's fork server, less its spare: a child forked for the next job
+    that waits for it (blocked reading its stdin; one still preparing is given `wait` seconds to
+    get there). A program that outlived its run sleeps, spins or writes instead."""
+    server, *below = descendants(supervisor) or [None]
+    spares = [pid for pid in below if _waits_for_a_job(pid, server, wait)]
+    return [pid for pid in below if pid not in spares[:1]]
+
+
+def _waits_for_a_job(pid: int, server: int, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            parent = int(Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[1])
+            call = Path(f"/proc/{pid}/syscall").read_text().split()
+        except OSError:
+            return False  # gone meanwhile
+        if parent != server:
+            return False
+        if call[:2] == ["0", "0x0"]:  # read(0, ...)
+            return True
+        time.sleep(0.01)
+    return False
+
+
 def _server_of(sandbox: Sandbox) -> tuple[int, ...]:
     """(supervisor, fork server) of the sandbox's one worker, started if need be."""
     pids = sandbox._worker_pids()
@@ -614,7 +639,7 @@ def try_attempt(sandbox: Sandbox, outside: Outside, attempt: Attempt) -> Verdict
         outside.canary = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)"])
     if servers != _server_of(sandbox):
         why.append("killed its server")
-    leftovers = descendants(sandbox._worker_pids()[0])[1:] if sandbox._worker_pids() else []
+    leftovers = left_behind(sandbox._worker_pids()[0]) if sandbox._worker_pids() else []
     if leftovers:
         why.append(f"left processes {leftovers}")
         for pid in leftovers:
