@@ -1,7 +1,7 @@
 """Sandbox speed: per-call latency of our Sandbox against PettingLLMs' fresh interpreter per
 program, side by side in one run (issue: Performance).
 
-    python benchmarks/sandbox_speed.py --peers /tmp/peers/bin/python --pettingllms /tmp/peers_src --write benchmarks.md
+    python benchmarks/sandbox_speed.py --base c25bd86~1 --peers /tmp/peers/bin/python --pettingllms /tmp/peers_src --write benchmarks.md
 
 Two programs: a trivial one (`print(1)`) and a small realistic one (a Plan-Path tool program: a
 breadth-first search on a 10x10 grid that prints the move list). Each is run one call at a time
@@ -18,7 +18,10 @@ breadth-first search on a 10x10 grid that prints the move list). Each is run one
   some checkouts lack the file), the same steps are timed as written in its source, and the
   output says so. Its `python` is the `--peers` interpreter (a virtual environment, like its own
   `pettingllms_venv`);
-- bare `python -I -S -c PROGRAM` (our interpreter, no site): the least any fresh interpreter costs.
+- bare `python -I -S -c PROGRAM` (our interpreter, no site): the least any fresh interpreter costs;
+- with `--base REV`, the Sandbox of that commit (its tree exported with `git archive`), timed like
+  ours: how a change moved each row, side by side.
+Ours and the base run in a subprocess each round, on their own tree (`--worker`).
 
 Rounds alternate the runners, so a load change hits all of them; each row gives the minimum and
 the median over the rounds of the per-call time (sequential: a round's median call; 2 in flight:
@@ -39,13 +42,13 @@ import sys
 import tempfile
 import threading
 import time
+from contextlib import nullcontext
 from pathlib import Path
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # our package imports numpy: no spinning BLAS threads
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout: python benchmarks/...
 
 from benchmarks._report import write_section  # noqa: E402
-from llm_marl_envs.sandbox import Sandbox  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 BFS = '''from collections import deque
@@ -135,7 +138,7 @@ print(json.dumps(result))
 
 
 # ---------------------------------------------------------------------------- one round of each runner
-def ours(sandbox: Sandbox, calls: int) -> dict:
+def ours(sandbox, calls: int) -> dict:
     out = {}
     for name, code in PROGRAMS.items():
         times = []
@@ -149,6 +152,28 @@ def ours(sandbox: Sandbox, calls: int) -> dict:
         two = (time.perf_counter() - start) / calls
         _check(all(r.ok for r in results), results[0])
         out[name] = {"sequential": statistics.median(times), "two": two}
+    return out
+
+
+def worker(calls: int) -> dict:
+    """One round of `ours` with the Sandbox of the tree in the current directory (`--worker`)."""
+    sys.path.insert(0, os.getcwd())
+    from llm_marl_envs import sandbox as package
+
+    with package.Sandbox(workers=2) as sandbox:
+        sandbox.run_many([("print(1)", "")] * 2)  # start both workers: start-up is not timed
+        return {"package": package.__file__, "layers": sandbox.isolation(), **ours(sandbox, calls)}
+
+
+def on_tree(tree: Path, calls: int) -> dict:
+    """A round of `worker` in a subprocess on `tree`; checks that it timed that tree's Sandbox."""
+    proc = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--worker", "--calls", str(calls)],
+                          cwd=tree, env={**os.environ, "PYTHONPATH": str(tree)}, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise RuntimeError(f"worker on {tree} failed:\n{proc.stderr[-3000:]}")
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    if not Path(out.pop("package")).resolve().is_relative_to(tree.resolve()):
+        raise RuntimeError(f"the worker on {tree} did not import that tree's sandbox")
     return out
 
 
@@ -207,27 +232,31 @@ def _ms(seconds: float) -> str:
     return f"{seconds * 1000:.2f} ms"
 
 
-def table(runs: dict[str, list[dict]]) -> str:
+def table(runs: dict[str, list[dict]], base: str | None = None) -> str:
     """One row per (program, mode): min / median over rounds per runner, and how many times faster
-    ours is than the reference and than a bare interpreter (medians)."""
+    ours is than the reference, a bare interpreter and (`base`) the base commit's Sandbox (medians)."""
     have_ref = bool(runs["reference"])
-    head = "| program | calls in flight | ours: min / median |"
-    head += " PettingLLMs runner: min / median | bare `python -I -S -c`: min / median | reference / ours | bare / ours |"
-    lines = [head, "|---|---:|---:|---:|---:|---:|---:|"]
+    runners = ["ours", *(["base"] if base else []), "reference", "bare"]
+    titles = {"ours": "ours", "base": f"base {base}", "reference": "PettingLLMs runner", "bare": "bare `python -I -S -c`"}
+    ratios = ["reference", "bare", *(["base"] if base else [])]
+    head = "| program | calls in flight | " + " | ".join(f"{titles[r]}: min / median" for r in runners)
+    head += " | " + " | ".join(f"{r} / ours" for r in ratios) + " |"
+    lines = [head, "|---|---:|" + "---:|" * (len(runners) + len(ratios))]
     for name in PROGRAMS:
         for mode, label in (("sequential", "1"), ("two", "2")):
             cells = []
             medians = {}
-            for runner in ("ours", "reference", "bare"):
+            for runner in runners:
                 values = [r[name][mode] for r in runs[runner]]
                 if values:
                     medians[runner] = statistics.median(values)
                     cells.append(f"{_ms(min(values))} / {_ms(medians[runner])}")
                 else:
                     cells.append("not measured")
-            ratio_ref = f"**{medians['reference'] / medians['ours']:.1f}x**" if have_ref else "-"
-            ratio_bare = f"{medians['bare'] / medians['ours']:.1f}x"
-            lines.append(f"| {name} | {label} | {' | '.join(cells)} | {ratio_ref} | {ratio_bare} |")
+            shown = [f"{medians[r] / medians['ours']:.1f}x" if r in medians else "-" for r in ratios]
+            if have_ref:
+                shown[0] = f"**{shown[0]}**"
+            lines.append(f"| {name} | {label} | {' | '.join(cells)} | {' | '.join(shown)} |")
     return "\n".join(lines)
 
 
@@ -235,33 +264,43 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=3, help="alternating rounds of every runner")
     ap.add_argument("--calls", type=int, default=60, help="calls per program, mode and runner in a round")
+    ap.add_argument("--base", metavar="REV", help="also time the Sandbox of this git revision (exported with git archive)")
     ap.add_argument("--peers", metavar="PYTHON", help="the interpreter of a scratch virtual environment outside the "
                     "project that runs PettingLLMs' runner (and is its `python`)")
     ap.add_argument("--pettingllms", metavar="SRC", help="a PettingLLMs checkout (github.com/pettingllms-ai/PettingLLMs); "
                     "its runner is imported by the --peers interpreter, nothing of it is installed into the project")
     ap.add_argument("--write", metavar="FILE", help="write the table into this markdown file's sandbox_speed section")
+    ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.rounds < 1 or args.calls < 2:
         ap.error("--rounds must be >= 1 and --calls >= 2")
+    if args.worker:
+        print(json.dumps(worker(args.calls)))
+        return
+    from benchmarks._base_tree import exported_tree
+
     load0 = os.getloadavg()
-    runs: dict[str, list[dict]] = {"ours": [], "reference": [], "bare": []}
+    runs: dict[str, list[dict]] = {"ours": [], "base": [], "reference": [], "bare": []}
     how = None
-    with Sandbox(workers=2) as sandbox:
-        sandbox.run_many([("print(1)", "")] * 2)  # start both workers: start-up is not timed
-        layers = sandbox.isolation()
+    with exported_tree(args.base, prefix="sandbox-speed-base-") if args.base else nullcontext() as base_tree:
         for _ in range(args.rounds):
-            runs["ours"].append(ours(sandbox, args.calls))
+            runs["ours"].append(on_tree(ROOT, args.calls))
+            layers = runs["ours"][-1].pop("layers")
+            if args.base:
+                runs["base"].append(on_tree(base_tree, args.calls))
+                runs["base"][-1].pop("layers")
             if args.peers:
                 ref = reference(args.peers, args.pettingllms, args.calls)
                 how = ref.pop("how")
                 runs["reference"].append(ref)
             runs["bare"].append(bare(args.calls))
     load1 = os.getloadavg()
-    body = table(runs)
+    body = table(runs, args.base)
     on = ", ".join(k for k, v in layers.items() if v is True)
     off = ", ".join(k for k, v in layers.items() if v is False) or "none"
     note = (f"{args.rounds} alternating rounds of {args.calls} calls per program, mode and runner. Ours: 2 warm workers, "
             f"default limits, isolation layers on: {on} (user: {layers.get('user')}); off: {off}. "
+            + (f"Base: the same calls on the Sandbox of {args.base}. " if args.base else "")
             + (f"Reference: PettingLLMs' runner `_worker_docker`, {how}, its `python` being `{args.peers}`. "
                if args.peers else "The reference was not measured (no `--peers`). ")
             + f"Load average (1, 5, 15 min) before: {', '.join(f'{x:.2f}' for x in load0)}; "

@@ -6,13 +6,13 @@ What is the same for every run is done once, in the fork server before its first
 streams built, the audit hook made. A child inherits all of it, so what it still does itself is
 only what differs per run or per process.
 
-The fork server forks a child ahead of its job and returns from every one of its functions in
-it (see `_server`), so `enter` runs with nothing below it but the server's module frame. It makes
-the process die with the server, gives the program its own `__main__` and clears the server's
-globals; then it waits for its job, which the server writes at the start of its stdin
-(`receive_job`), sets the job's limits and installs the audit hook last; `_run.run` then executes
-the program with only that (now empty) module frame below it. The CPU-time limit counts the
-preparation too (a few milliseconds). What stays in memory but unreachable
+The fork server forks a child with its job, or ahead of it (a spare), and returns from every one
+of its functions in it (see `_server`), so `enter` runs with nothing below it but the server's
+module frame. It makes the process die with the server, gives the program its own `__main__` and
+clears the server's globals; a spare then waits for its job, which the server writes at the start
+of its stdin (`receive_job`). Last come the job's limits and the audit hook; `_run.run` then
+executes the program with only that (now empty) module frame below it. A spare's CPU-time limit
+counts its preparation too (a few milliseconds). What stays in memory but unreachable
 (the hook's closure, this module) could be found only through gc.get_objects, gc.get_referrers and
 the like, which the hook refuses; the sandbox defines no class in the fork server, so subclass
 walks find nothing of it either.
