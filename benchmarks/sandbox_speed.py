@@ -23,7 +23,10 @@ breadth-first search on a 10x10 grid that prints the move list). Each is run one
   ours: how a change moved each row, side by side.
 Ours and the base run in a subprocess each round, on their own tree (`--worker`).
 
-Rounds alternate the runners, so a load change hits all of them; each row gives the minimum and
+Every timed phase (a runner's sequential calls, its calls 2 in flight) starts after REST_S seconds
+of rest, as tool runs come in training (between generation steps): what one phase leaves behind
+(processes the scheduler has placed on one core, a worker's spare child) does not carry into the
+next. Rounds alternate the runners, so a load change hits all of them; each row gives the minimum and
 the median over the rounds of the per-call time (sequential: a round's median call; 2 in flight:
 a round's wall time divided by its calls) and the ratio of the medians. The load average is
 printed before and after: the machine is shared, so absolute numbers move with it.
@@ -76,12 +79,14 @@ print("[" + ", ".join(reversed(path)) + "]")
 '''
 PROGRAMS = {"trivial (`print(1)`)": "print(1)", "Plan-Path tool program (BFS, 10x10)": BFS}
 EXPECTED = {"print(1)": "1\n"}
+REST_S = 0.5
+"""Rest before every timed phase (see the module's docstring)."""
 
 # The --peers interpreter runs this: PettingLLMs' runner imported from the checkout, or (when it
 # cannot be) the same steps as its source takes them.
 REFERENCE_WORKER = r'''
 import asyncio, json, os, shutil, statistics, sys, tempfile, time
-src, programs, calls = sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3])
+src, programs, calls, rest = sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
 how = "imported"
 try:
     if not src:
@@ -132,7 +137,10 @@ async def two_in_flight(code):
 
 result = {"how": how}
 for name, code in programs.items():
-    result[name] = {"sequential": asyncio.run(sequential(code)), "two": asyncio.run(two_in_flight(code))}
+    time.sleep(rest)
+    one_at_a_time = asyncio.run(sequential(code))
+    time.sleep(rest)
+    result[name] = {"sequential": one_at_a_time, "two": asyncio.run(two_in_flight(code))}
 print(json.dumps(result))
 '''
 
@@ -142,11 +150,13 @@ def ours(sandbox, calls: int) -> dict:
     out = {}
     for name, code in PROGRAMS.items():
         times = []
+        time.sleep(REST_S)
         for _ in range(calls):
             start = time.perf_counter()
             result = sandbox.run(code)
             times.append(time.perf_counter() - start)
             _check(result.ok and result.stdout == EXPECTED.get(code, result.stdout), result)
+        time.sleep(REST_S)
         start = time.perf_counter()
         results = sandbox.run_many([(code, "")] * calls)
         two = (time.perf_counter() - start) / calls
@@ -182,7 +192,7 @@ def reference(python: str, src: str | None, calls: int) -> dict:
     with that interpreter's folder first on PATH: its `python`."""
     with tempfile.TemporaryDirectory(prefix="sandbox-speed-") as cwd:
         env = {**os.environ, "PATH": str(Path(python).parent) + os.pathsep + os.environ.get("PATH", "")}
-        proc = subprocess.run([python, "-c", REFERENCE_WORKER, src or "", json.dumps(PROGRAMS), str(calls)],
+        proc = subprocess.run([python, "-c", REFERENCE_WORKER, src or "", json.dumps(PROGRAMS), str(calls), str(REST_S)],
                               capture_output=True, text=True, cwd=cwd, env=env, check=False)
     if proc.returncode != 0:
         raise RuntimeError(f"reference worker failed:\n{proc.stderr[-3000:]}")
@@ -198,10 +208,12 @@ def bare(calls: int) -> dict:
     out = {}
     for name, code in PROGRAMS.items():
         times = []
+        time.sleep(REST_S)
         for _ in range(calls):
             start = time.perf_counter()
             once(code)
             times.append(time.perf_counter() - start)
+        time.sleep(REST_S)
         todo = iter(range(calls))
         lock = threading.Lock()
 
@@ -298,7 +310,8 @@ def main() -> None:
     body = table(runs, args.base)
     on = ", ".join(k for k, v in layers.items() if v is True)
     off = ", ".join(k for k, v in layers.items() if v is False) or "none"
-    note = (f"{args.rounds} alternating rounds of {args.calls} calls per program, mode and runner. Ours: 2 warm workers, "
+    note = (f"{args.rounds} alternating rounds of {args.calls} calls per program, mode and runner, each timed phase after "
+            f"{REST_S} s of rest. Ours: 2 warm workers, "
             f"default limits, isolation layers on: {on} (user: {layers.get('user')}); off: {off}. "
             + (f"Base: the same calls on the Sandbox of {args.base}. " if args.base else "")
             + (f"Reference: PettingLLMs' runner `_worker_docker`, {how}, its `python` being `{args.peers}`. "
