@@ -32,10 +32,14 @@ def machine_line() -> str:
 
 
 def git_rev() -> str:
+    """HEAD's short hash, and whether tracked files other than benchmarks.md differ from it (then
+    the numbers are not that commit's)."""
     try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+        rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "diff", "--quiet", "HEAD", "--", ".", ":!benchmarks.md"], check=False).returncode != 0
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
+    return f"{rev} with uncommitted changes" if dirty else rev
 
 
 def write_section(path: str | Path, name: str, title: str, command: str, body: str) -> None:
