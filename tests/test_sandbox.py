@@ -265,12 +265,14 @@ def test_dead_worker_is_replaced(sandbox):
 def test_a_spare_waits_for_the_next_job_and_one_that_died_is_replaced(one_worker, monkeypatch):
     """With a core free, the fork server forks the next job's child ahead (it prepares, then waits
     for its job); a spare that died meanwhile is replaced, and the job runs as if nothing happened.
-    With every core busy, no spare is forked."""
+    With every core busy, and in a batch (`run_many`), no spare is forked."""
     monkeypatch.setattr(pool, "_CORES", 1)  # this call alone keeps every core busy
     assert one_worker.run("print(0)").ok
     supervisor = one_worker._worker_pids()[0]
     assert len(descendants(supervisor)) == 1, "a spare was forked with no core free"
     monkeypatch.setattr(pool, "_CORES", 2)
+    assert all(r.ok for r in one_worker.run_many([("print(0)", "")] * 3))
+    assert len(descendants(supervisor)) == 1, "a batch forked a spare"
     assert one_worker.run("print(1)").ok
     server, *below = descendants(supervisor)
     assert len(below) == 1 and not left_behind(supervisor), f"expected one spare below the server, got {below}"

@@ -17,9 +17,9 @@ comes, with the job. This process supervises the child: it feeds stdin, enforces
 and the output cap, kills the child's process group, and kills it and exits at once when its
 owner goes away (its end of the pipes closes).
 
-The child returns from every function of this module (`supervise` -> `main` -> module level), so
-that nothing of the server is left below the program's frame; this module defines no class, so
-that a subclass walk finds nothing of it either (see `_child`).
+The child returns from every function of this module (`_fork_child` -> `supervise` -> `main` ->
+module level), so that nothing of the server is left below the program's frame; this module
+defines no class, so that a subclass walk finds nothing of it either (see `_child`).
 """
 
 import os

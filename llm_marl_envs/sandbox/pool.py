@@ -187,6 +187,9 @@ class Sandbox:
 
     def run(self, code: str, stdin: str = "", limits: SandboxLimits | None = None) -> ExecResult:
         """Run `code` as `__main__` with `stdin`; never raises for anything the program does."""
+        return self._run(code, stdin, limits, batch=False)
+
+    def _run(self, code: str, stdin: str, limits: SandboxLimits | None, batch: bool) -> ExecResult:
         if not isinstance(code, str) or not isinstance(stdin, str):
             raise TypeError("code and stdin must be str")
         limits = self.limits if limits is None else limits
@@ -197,7 +200,7 @@ class Sandbox:
                 ready = self._prefetched.get((code, stdin, limits))
                 if ready:
                     return ready.pop(0)
-        return self._submit({"code": code, "stdin": stdin, "limits": asdict(limits)}, limits)
+        return self._submit({"code": code, "stdin": stdin, "limits": asdict(limits)}, limits, batch)
 
     @contextmanager
     def prefetched(self, jobs: list[tuple[str, str]], limits: SandboxLimits | None = None) -> Iterator[None]:
@@ -233,7 +236,7 @@ class Sandbox:
         if len(jobs) <= 1:
             return [self.run(code, stdin, limits) for code, stdin in jobs]
         with ThreadPoolExecutor(max_workers=min(self.n_workers, len(jobs))) as pool:
-            return list(pool.map(lambda job: self.run(job[0], job[1], limits), jobs))
+            return list(pool.map(lambda job: self._run(job[0], job[1], limits, batch=True), jobs))
 
     def isolation(self) -> dict:
         """The isolation layers a worker has on this machine ({"landlock_fs": True, ...})."""
@@ -262,15 +265,16 @@ class Sandbox:
             worker.kill()
 
     # ------------------------------------------------------------------ internals
-    def _submit(self, job: dict, limits: SandboxLimits) -> ExecResult:
+    def _submit(self, job: dict, limits: SandboxLimits, batch: bool = False) -> ExecResult:
         timeout = limits.wall_time_s + _ANSWER_GRACE_S
         worker: _Worker | None = self._checkout()
         with self._lock:
             self._in_flight += 1
             # The server forks the next run's child while this one runs when a core is free for it
-            # (sequential calls: off the next call's path); with every core busy it would only add
-            # work, so the next child is forked when its job comes.
-            job = {**job, "ahead": self.warm and self._in_flight < _CORES}
+            # (sequential calls: off the next call's path). A batch (`run_many`) keeps the workers
+            # busy, and so do as many calls as cores: there a spare would only add work, so the
+            # next child is forked when its job comes.
+            job = {**job, "ahead": self.warm and not batch and self._in_flight < _CORES}
         try:
             started, answer = worker.request(job, timeout)
             if not started:  # it died between runs: the job never reached it
