@@ -167,6 +167,7 @@ class Sandbox:
     def _reset_pool(self) -> None:
         self._pid = os.getpid()
         self._in_flight = 0
+        self._batches = 0  # run_many calls under way
         self._idle: queue.Queue[_Worker | None] = queue.Queue()
         self._live: set[_Worker] = set()
         for _ in range(self.n_workers):
@@ -187,9 +188,6 @@ class Sandbox:
 
     def run(self, code: str, stdin: str = "", limits: SandboxLimits | None = None) -> ExecResult:
         """Run `code` as `__main__` with `stdin`; never raises for anything the program does."""
-        return self._run(code, stdin, limits, batch=False)
-
-    def _run(self, code: str, stdin: str, limits: SandboxLimits | None, batch: bool) -> ExecResult:
         if not isinstance(code, str) or not isinstance(stdin, str):
             raise TypeError("code and stdin must be str")
         limits = self.limits if limits is None else limits
@@ -200,7 +198,7 @@ class Sandbox:
                 ready = self._prefetched.get((code, stdin, limits))
                 if ready:
                     return ready.pop(0)
-        return self._submit({"code": code, "stdin": stdin, "limits": asdict(limits)}, limits, batch)
+        return self._submit({"code": code, "stdin": stdin, "limits": asdict(limits)}, limits)
 
     @contextmanager
     def prefetched(self, jobs: list[tuple[str, str]], limits: SandboxLimits | None = None) -> Iterator[None]:
@@ -235,8 +233,14 @@ class Sandbox:
         jobs = list(jobs)
         if len(jobs) <= 1:
             return [self.run(code, stdin, limits) for code, stdin in jobs]
-        with ThreadPoolExecutor(max_workers=min(self.n_workers, len(jobs))) as pool:
-            return list(pool.map(lambda job: self._run(job[0], job[1], limits, batch=True), jobs))
+        with self._lock:
+            self._batches += 1
+        try:
+            with ThreadPoolExecutor(max_workers=min(self.n_workers, len(jobs))) as pool:
+                return list(pool.map(lambda job: self.run(job[0], job[1], limits), jobs))
+        finally:
+            with self._lock:
+                self._batches -= 1
 
     def isolation(self) -> dict:
         """The isolation layers a worker has on this machine ({"landlock_fs": True, ...})."""
@@ -265,7 +269,7 @@ class Sandbox:
             worker.kill()
 
     # ------------------------------------------------------------------ internals
-    def _submit(self, job: dict, limits: SandboxLimits, batch: bool = False) -> ExecResult:
+    def _submit(self, job: dict, limits: SandboxLimits) -> ExecResult:
         timeout = limits.wall_time_s + _ANSWER_GRACE_S
         worker: _Worker | None = self._checkout()
         with self._lock:
@@ -274,7 +278,7 @@ class Sandbox:
             # (sequential calls: off the next call's path). A batch (`run_many`) keeps the workers
             # busy, and so do as many calls as cores: there a spare would only add work, so the
             # next child is forked when its job comes.
-            job = {**job, "ahead": self.warm and not batch and self._in_flight < _CORES}
+            job = {**job, "ahead": self.warm and not self._batches and self._in_flight < _CORES}
         try:
             started, answer = worker.request(job, timeout)
             if not started:  # it died between runs: the job never reached it
