@@ -3,6 +3,7 @@ given (the timings themselves are the benchmark's, not a test's)."""
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from pathlib import Path
 
@@ -39,3 +40,25 @@ def test_a_round_on_a_tree_times_that_trees_sandbox(tmp_path):
     assert all(v["sequential"] > 0 and v["two"] > 0 for k, v in out.items() if k != "layers")
     with pytest.raises(RuntimeError, match="did not import that tree's sandbox"):
         sandbox_speed.on_tree(tmp_path, calls=2)  # no package there: the installed one would be timed
+
+
+def test_a_section_names_uncommitted_changes(tmp_path, monkeypatch):
+    """A benchmark section's Commit line says when the code that ran differs from HEAD (benchmarks.md,
+    which the benchmark itself writes, does not count)."""
+    from benchmarks._report import git_rev
+
+    def git(*args):
+        subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
+
+    git("init", "-q")
+    (tmp_path / "code.py").write_text("x = 1\n")
+    (tmp_path / "benchmarks.md").write_text("# Benchmarks\n")
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "one")
+    monkeypatch.chdir(tmp_path)
+    rev = git_rev()
+    assert rev and " " not in rev
+    (tmp_path / "benchmarks.md").write_text("# Benchmarks\n\nnew section\n")
+    assert git_rev() == rev
+    (tmp_path / "code.py").write_text("x = 2\n")
+    assert git_rev() == f"{rev} with uncommitted changes"
