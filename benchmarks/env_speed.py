@@ -150,6 +150,9 @@ def _rollout_times() -> dict[str, float]:
             variants = {"rollout/sequential": {"prefetch": False}, "rollout/prefetched": {"prefetch": True}}
         for label, extra in variants.items():
             times = []
+            # A rest, as between generation steps, so that a variant does not inherit the scheduler
+            # state the one before left (its runs fork the sandbox's spares; see sandbox_speed.py).
+            time.sleep(0.5)
             for _ in range(3):
                 tasks = make_tasks("plan_path", seeds=[0, 1], env_kwargs={"max_turns": 2, "sandbox": sandbox})
                 start = time.perf_counter()
