@@ -250,6 +250,15 @@ def test_the_guard_cannot_be_steered_through_globals():
     assert not [c for c in hook.co_consts if isinstance(c, types.CodeType)], "the hook must not call Python helpers"
 
 
+def test_run_many_starts_its_threads_once(one_worker):
+    """The batch threads are made at the first run_many and kept (starting threads per batch cost
+    about as much as a short run)."""
+    one_worker.run_many([("print(1)", "")] * 2)
+    executor = one_worker._executor
+    assert executor is not None and one_worker.run_many([("print(2)", "")] * 3)[2].stdout == "2\n"
+    assert one_worker._executor is executor
+
+
 def test_run_many_keeps_order(sandbox):
     jobs = [(f"print({i} * {i})", "") for i in range(8)]
     assert [r.stdout for r in sandbox.run_many(jobs)] == [f"{i * i}\n" for i in range(8)]
@@ -341,17 +350,19 @@ def test_close_during_a_run_kills_it_and_cleans_up():
 
 
 def test_a_forked_process_gets_its_own_workers(sandbox):
+    sandbox.run_many([("print(1)", ""), ("print(2)", "")])  # the parent's batch threads exist: not the child's
     parent_pids = sandbox._worker_pids()
     read_end, write_end = os.pipe()
     pid = os.fork()
     if pid == 0:  # pragma: no cover (child)
         try:
-            os.write(write_end, sandbox.run("print('child')").stdout.encode())
+            batch = sandbox.run_many([("print('child')", ""), ("print('batch')", "")])
+            os.write(write_end, (sandbox.run("print('child')").stdout + batch[1].stdout).encode())
             sandbox.close()
         finally:
             os._exit(0)
     os.close(write_end)
-    assert os.read(read_end, 100) == b"child\n"
+    assert os.read(read_end, 100) == b"child\nbatch\n"
     os.close(read_end)
     os.waitpid(pid, 0)
     assert sandbox._worker_pids() == parent_pids

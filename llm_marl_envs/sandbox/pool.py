@@ -168,6 +168,7 @@ class Sandbox:
         self._pid = os.getpid()
         self._in_flight = 0
         self._batches = 0  # run_many calls under way
+        self._executor: ThreadPoolExecutor | None = None  # run_many's threads, made once (not per batch)
         self._idle: queue.Queue[_Worker | None] = queue.Queue()
         self._live: set[_Worker] = set()
         for _ in range(self.n_workers):
@@ -233,11 +234,17 @@ class Sandbox:
         jobs = list(jobs)
         if len(jobs) <= 1:
             return [self.run(code, stdin, limits) for code, stdin in jobs]
+        if os.getpid() != self._pid:  # a forked copy: the parent's threads are not here
+            self._reset_pool()
         with self._lock:
+            if self._closed:
+                raise RuntimeError("this Sandbox is closed; create a new one (or use default_sandbox())")
             self._batches += 1
+            if self._executor is None:  # starting threads costs a batch of 4 short runs ~0.3 ms here
+                self._executor = ThreadPoolExecutor(max_workers=self.n_workers, thread_name_prefix="sandbox")
+            executor = self._executor
         try:
-            with ThreadPoolExecutor(max_workers=min(self.n_workers, len(jobs))) as pool:
-                return list(pool.map(lambda job: self.run(job[0], job[1], limits), jobs))
+            return list(executor.map(lambda job: self.run(job[0], job[1], limits), jobs))
         finally:
             with self._lock:
                 self._batches -= 1
@@ -257,6 +264,9 @@ class Sandbox:
         with self._lock:
             self._closed = True
             busy = set(self._live)
+            executor, self._executor = self._executor, None
+        if executor is not None:
+            executor.shutdown(wait=False)  # its threads end once their runs (killed below) return
         while True:  # idle workers: stopped here
             try:
                 worker = self._idle.get_nowait()
