@@ -193,7 +193,7 @@ def shortest_moves(state):  # breadth-first over the state's own dynamics: a sol
             child = copy.deepcopy(s)
             child.step([a])
             key = child.text_observation()
-            if key in seen or child.text_observation() == s.text_observation():
+            if key in seen or key == s.text_observation():
                 continue
             if getattr(child, "done", False):
                 return path + [a]

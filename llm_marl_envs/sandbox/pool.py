@@ -25,6 +25,7 @@ _SUPERVISOR = str(Path(__file__).with_name("_supervisor.py"))
 _SERVER_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"}
 """The fork server's whole environment: programs must not see ours (API keys, tokens)."""
 _CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+_CLOSED = "this Sandbox is closed; create a new one (or use default_sandbox())"
 _STARTUP_TIMEOUT_S = 60.0
 _ANSWER_GRACE_S = 10.0
 """Beyond the job's own wall-clock limit (which the server enforces), how long to wait for an
@@ -238,7 +239,7 @@ class Sandbox:
             self._reset_pool()
         with self._lock:
             if self._closed:
-                raise RuntimeError("this Sandbox is closed; create a new one (or use default_sandbox())")
+                raise RuntimeError(_CLOSED)
             self._batches += 1
             if self._executor is None:  # started once: new threads per batch cost ~0.3 ms here
                 self._executor = ThreadPoolExecutor(max_workers=self.n_workers, thread_name_prefix="sandbox")
@@ -317,13 +318,13 @@ class Sandbox:
         if os.getpid() != self._pid:
             self._reset_pool()
         if self._closed:
-            raise RuntimeError("this Sandbox is closed; create a new one (or use default_sandbox())")
+            raise RuntimeError(_CLOSED)
         worker = self._idle.get()
         try:
             if self._closed:
                 if worker is not None:
                     self._forget(worker)
-                raise RuntimeError("this Sandbox is closed; create a new one (or use default_sandbox())")
+                raise RuntimeError(_CLOSED)
             if worker is None or not worker.alive():
                 if worker is not None:
                     self._forget(worker)
