@@ -141,6 +141,8 @@ def test_smollm2_converts_from_the_shipped_gguf_and_answers(tmp_path, monkeypatc
     folder = Path(resolve_model("smollm2-135m"))
     assert "quantization_config" not in json.loads((folder / "config.json").read_text())
     assert model.config.model_type == "llama" and tok.eos_token == "<|im_end|>"
+    # The GGUF's own special tokens (transformers 5.17's reader named <|im_start|> the eos token).
+    assert (tok.bos_token, tok.eos_token_id, tok.pad_token, tok.unk_token) == ("<|im_start|>", 2, "<|im_end|>", "<|endoftext|>")
     prompt = tok.apply_chat_template([{"role": "user", "content": "What is the capital of France?"}],
                                      add_generation_prompt=True, tokenize=False)
     ids = tok(prompt, add_special_tokens=False, return_tensors="pt")
