@@ -92,3 +92,52 @@ def test_make_backend_and_results(backend):
     text = ToolResult("search", {"query": "Who directed The Copper Compass?"}, hits=hits).render()
     assert text.startswith("Search results for 'Who directed The Copper Compass?':\n1. The Copper Compass\n   URL: wiki://")
     assert ToolResult("fetch", {"url": "u"}, "tool_error", error="unknown URL").render() == "Error (tool_error) from tool fetch: unknown URL"
+
+
+FAKE_JAX_LAX = '''
+import os
+import numpy as np
+
+PLATFORMS = []  # JAX_PLATFORMS at each top-k: bm25s runs one when it is imported
+
+
+def top_k(scores, k):
+    PLATFORMS.append(os.environ.get("JAX_PLATFORMS"))
+    scores = np.asarray(scores)
+    order = np.argsort(-scores)[:k]
+    return scores[order], order
+'''
+
+
+@pytest.fixture
+def fake_jax(tmp_path, monkeypatch):
+    """A stand-in `jax` on the path, and bm25s imported afresh over it (both removed afterwards)."""
+    import sys
+
+    (tmp_path / "jax").mkdir()
+    (tmp_path / "jax" / "__init__.py").write_text("from . import lax\n")
+    (tmp_path / "jax" / "lax.py").write_text(FAKE_JAX_LAX)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delenv("JAX_PLATFORMS", raising=False)
+    for name in [n for n in sys.modules if n == "bm25s" or n.startswith("bm25s.")]:
+        monkeypatch.delitem(sys.modules, name)
+    before = set(sys.modules)
+    yield
+    for name in set(sys.modules) - before:
+        del sys.modules[name]
+
+
+def test_bm25s_imported_where_jax_is_installed_keeps_jax_off_the_gpu(fake_jax, tmp_path):
+    """bm25s runs a JAX top-k at import; JAX must start on the CPU there (on a GPU it takes 75 % of the
+    GPU's memory), and the variable that says so does not outlive the import."""
+    import os
+    import sys
+
+    from llm_marl_envs.search.backends import _import_bm25s
+
+    bm25s = _import_bm25s()
+    assert bm25s.selection.JAX_IS_AVAILABLE and sys.modules["jax.lax"].PLATFORMS == ["cpu"]
+    assert "JAX_PLATFORMS" not in os.environ
+    # Ranking takes bm25s's numpy top-k, not JAX's, and gives the same documents.
+    hits = BM25Backend(TINY, cache_dir=tmp_path / "index").search("Who directed Paper Garden?", 2)
+    assert hits[0].title == "Paper Garden" and sys.modules["jax.lax"].PLATFORMS == ["cpu"]

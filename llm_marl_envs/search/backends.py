@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import sys
 import tempfile
 import threading
 from dataclasses import asdict, dataclass
@@ -101,10 +102,20 @@ def check_url(url: object) -> str:
 
 
 def _import_bm25s():
+    # Where JAX is installed, importing bm25s runs a JAX top-k, which starts JAX on the GPU, and JAX takes
+    # 75 % of a GPU's memory for itself from then on (the trainer's CUDA tests ran out of memory on a GPU
+    # machine with JAX). So JAX starts on the CPU for this import, unless it was imported before or
+    # JAX_PLATFORMS says where it runs; rank() uses bm25s's numpy top-k either way.
+    keep_jax_on_cpu = "jax" not in sys.modules and "JAX_PLATFORMS" not in os.environ
+    if keep_jax_on_cpu:
+        os.environ["JAX_PLATFORMS"] = "cpu"
     try:
         import bm25s  # noqa: PLC0415
     except ImportError as e:
         raise BackendUnavailable("the BM25 backend needs the `bm25s` package: pip install 'llm-marl[search]'") from e
+    finally:
+        if keep_jax_on_cpu:
+            del os.environ["JAX_PLATFORMS"]
     return bm25s
 
 
@@ -168,7 +179,7 @@ class BM25Backend:
         if not tokens:
             return []
         k = min(k, len(self.corpus.documents))
-        docs, scores = self.retriever.retrieve([tokens], k=k, show_progress=False, n_threads=0)
+        docs, scores = self.retriever.retrieve([tokens], k=k, show_progress=False, n_threads=0, backend_selection="numpy")
         return [(int(i), float(s)) for i, s in zip(docs[0], scores[0]) if s > 0]
 
     def search(self, query: str, k: int = 10) -> list[Hit]:
