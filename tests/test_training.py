@@ -48,9 +48,7 @@ def adapter_tensors(folder: Path) -> dict[str, dict[str, torch.Tensor]]:
 
 @pytest.mark.parametrize("algo,kw", [("grpo", {"G": 4}), ("at-grpo", {"K": 3}), ("matpo", {"G": 4})])
 def test_one_training_step_of_each_algorithm(tiny_model, tmp_path, algo, kw):
-    # 6 groups: the tiny planner mostly earns 0 in MAS mode, and with 3 groups MATPO's step on CUDA (another
-    # sampling stream than the CPU's) had no group with reward variance.
-    run = train(config(tiny_model, tmp_path, algo, envs=6, **kw), log=lambda *_: None)
+    run = train(config(tiny_model, tmp_path, algo, **kw), log=lambda *_: None)
     [metrics] = run.metrics()
     assert metrics["step"] == 1 and metrics["samples/trainable"] > 0
     assert metrics["advantage/zero_std_groups"] < metrics["advantage/groups"], "no group had reward variance"
