@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 
 import numpy as np
 import pytest
@@ -382,6 +383,40 @@ def test_parse_without_size_infers_the_grid():
     assert answer is None and "9x9" in error
 
 
+_GRID_TOKENS = ["[", "]", ",", " ", "\n", "\t", "\r", "\f", "0", "4", "7", "9", "12", "-1", "1.0", "null", "x"]
+
+
+@st.composite
+def grid_like_texts(draw):
+    """JSON grids of one-digit numbers with random JSON whitespace, and near misses of them."""
+    size = draw(st.integers(3, 10))
+    rows = [[draw(st.integers(0, 9)) for _ in range(size)] for _ in range(size)]
+    space = st.sampled_from(["", " ", "\n", "\t", "\r", "  "])
+    text = "[" + ",".join(draw(space) + "[" + ",".join(draw(space) + str(v) + draw(space) for v in row) + "]" + draw(space)
+                          for row in rows) + "]" + draw(space)
+    if draw(st.booleans()):  # a near miss: one token inserted, replaced or removed somewhere
+        i = draw(st.integers(0, len(text) - 1))
+        token = draw(st.sampled_from(_GRID_TOKENS))
+        text = draw(st.sampled_from([text[:i] + token + text[i:], text[:i] + token + text[i + 1:], text[:i] + text[i + 1:]]))
+    return text, draw(st.sampled_from([size, size, None, 4, 9]))
+
+
+@given(grid_like_texts())
+@settings(max_examples=500, deadline=None)
+def test_the_one_digit_grid_reader_parses_as_the_json_path_does(case):
+    """The regular-expression reader of one-digit grids gives what the JSON path gives, or leaves the text to it."""
+    from llm_marl_envs.sudoku import parse as module
+
+    text, size = case
+    fast = parse_answer(text, size)
+    pattern = module._digit_grid
+    module._digit_grid = lambda n: re.compile(r"(?!)")  # matches nothing: every text takes the JSON path
+    try:
+        assert fast == parse_answer(text, size)
+    finally:
+        module._digit_grid = pattern
+
+
 @given(st.text(max_size=300))
 @settings(max_examples=300, deadline=None)
 def test_parse_never_raises_on_arbitrary_text(text):
@@ -463,7 +498,7 @@ def test_generation_draws_the_same_4x4_instances_as_before(config, digest):
 
 
 def test_fast_conflicts_agree_with_the_unit_scan():
-    """`conflicts` answers tuple grids from a pass over per-cell unit masks; the plain scan must agree,
+    """`conflicts` answers tuple grids from a pass over the rows' unit masks (remembered per row); the plain scan must agree,
     on random grids (mostly in conflict, some with non-digits) and on solutions with blanks and one
     changed cell (mostly free of conflicts)."""
     import numpy as np

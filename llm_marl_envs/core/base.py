@@ -221,15 +221,13 @@ class TextAECEnv(AECEnv):
         turn = self.turn
         self.transcript.append((agent, turn, reply))
         play = self._play(agent, reply)
-        breakdown = play.breakdown.to_info()
-        self.rewards[agent] = breakdown["reward"]
-        self.infos[agent] = {
-            **breakdown,
-            "turn": turn,
-            "parse_error": play.parse_error,
-            "success": False,
-            **play.details,
-        }
+        info = play.breakdown.to_info()  # a new dict: completed in place
+        self.rewards[agent] = info["reward"]
+        info["turn"] = turn
+        info["parse_error"] = play.parse_error
+        info["success"] = False
+        info.update(play.details)
+        self.infos[agent] = info
         if play.next_agent is None:
             self.success = bool(play.success)
             ended = self.terminations if (self.success or play.terminated) else self.truncations

@@ -12,7 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from .records import fast_init
 
+
+@fast_init
 @dataclass(frozen=True)
 class RewardBreakdown:
     team: float

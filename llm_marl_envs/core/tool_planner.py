@@ -28,6 +28,7 @@ from typing import Any, Callable, Literal, Union
 
 from .base import Message, Play, TextAECEnv
 from .clock import tool_wait
+from .records import fast_init
 from .rewards import RewardBreakdown
 from .text import compile_error, extract_code, extract_final_answer, format_moves, parse_moves
 
@@ -36,6 +37,7 @@ MODES: dict[str, tuple[str, ...]] = {"mas": ("tool", "planner"), "planner": ("pl
 _SHOWN_OUTPUT_CHARS = 2_000
 
 
+@fast_init
 @dataclass(frozen=True)
 class ToolRun:
     """The tool's attempt at this turn. Immutable once made, so forks share it."""
@@ -59,6 +61,7 @@ moves on) that writes it. A turn's feedback is only read by a later prompt, and 
 sampling tree are dropped before that, so the environments write it when it is first read."""
 
 
+@fast_init
 @dataclass(frozen=True, eq=False)
 class TurnRecord:
     turn: int

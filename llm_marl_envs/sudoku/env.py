@@ -100,15 +100,15 @@ from ..core.tool_planner import Applied, Mode, ToolPlannerEnv, ToolRun
 from . import prompts
 from .generator import SudokuConfig, SudokuInstance, generate
 from .parse import SudokuAnswer, parse_answer
-from .rules import (Application, Cell, Grid, apply_grid, apply_steps, conflicts, grid_out_of_range, is_complete,
-                    is_solved, steps_out_of_range)
+from .rules import (Application, Cell, Grid, apply_grid, apply_steps, conflict_cells, conflicts, grid_out_of_range,
+                    is_complete, is_solved, steps_out_of_range)
 
 LAMBDA_SUDOKU = 0.60
 PLANNER_COEF = {"fmt": 0.15, "legal": 0.55, "prog": 0.30}
 TOOL_COEF = {"fmt": 0.10, "exec": 0.20, "san": 0.70}
 
 
-def planner_terms(app: Application, bad: set[Cell]) -> dict[str, float]:
+def planner_terms(app: Application, bad: frozenset[Cell]) -> dict[str, float]:
     """fmt, legal, prog of a parsed, in-range answer (A.1.3 Reasoner local design); `bad` is
     `conflicts(app.after, shape)`."""
     return {
@@ -118,14 +118,14 @@ def planner_terms(app: Application, bad: set[Cell]) -> dict[str, float]:
     }
 
 
-def solved_after(app: Application, bad: set[Cell]) -> bool:
+def solved_after(app: Application, bad: frozenset[Cell]) -> bool:
     """`is_solved(app.after, clues, shape)` given `bad = conflicts(app.after, shape)`, without a second
     search: the grid after an answer always keeps every clue (an answer that would change one is
     rejected whole and leaves the grid, which keeps them), so it is solved when complete and `bad` is empty."""
     return not bad and is_complete(app.after)
 
 
-def tool_terms(app: Application, bad: set[Cell]) -> dict[str, float]:
+def tool_terms(app: Application, bad: frozenset[Cell]) -> dict[str, float]:
     """fmt, exec, san of a parsed, in-range proposal (A.1.3 Tool local design); `bad` is
     `conflicts(app.after, shape)`, so `san` asks that no edited cell is in it (`app.edited_conflicts`)."""
     return {
@@ -135,7 +135,7 @@ def tool_terms(app: Application, bad: set[Cell]) -> dict[str, float]:
     }
 
 
-def planner_feedback(app: Application, clues: Grid, success: bool, bad: set[Cell]) -> str:
+def planner_feedback(app: Application, clues: Grid, success: bool, bad: frozenset[Cell]) -> str:
     """What a parsed answer did (`bad`: the cells in conflict after it), for the history of later prompts."""
     if app.clue_changes:
         shown = ", ".join(f"({r + 1}, {c + 1}) is {clues[r][c]}" for r, c in app.clue_changes[:5])
@@ -218,7 +218,7 @@ class raw_env(ToolPlannerEnv):
             terms = {"fmt": 0.0, "exec": 0.0, "san": 0.0}
             return RewardBreakdown(0.0, terms, TOOL_COEF, mask=0.0, lam=LAMBDA_SUDOKU)
         app = self._apply(run.proposal)
-        bad = conflicts(app.after, self.shape)  # found once for `san` and the solved check
+        bad = conflict_cells(app.after, self.shape)  # found once for `san` and the solved check
         team = float(solved_after(app, bad))  # r_team (A.1.3): 1 when the proposal would solve the grid
         return RewardBreakdown(team, tool_terms(app, bad), TOOL_COEF, mask=1.0, lam=LAMBDA_SUDOKU)
 
@@ -228,7 +228,7 @@ class raw_env(ToolPlannerEnv):
             return Applied(RewardBreakdown(0.0, terms, PLANNER_COEF, mask=0.0, lam=LAMBDA_SUDOKU), False,
                            f"no valid answer ({error}); the grid is unchanged")
         app = self._apply(answer)
-        bad = conflicts(app.after, self.shape)  # found once for legality, the solved check and the feedback
+        bad = conflict_cells(app.after, self.shape)  # found once for legality, the solved check and the feedback
         terms = planner_terms(app, bad)
         self.grid = app.after
         success = solved_after(app, bad)  # `self.is_solved()`

@@ -1,7 +1,7 @@
 """Parse a Sudoku answer: a full grid (JSON array of arrays) or a list of fill steps [[r, c, v], ...].
 
-Model output is untrusted: only `json`, `ast.literal_eval` and a bracket scanner are used, never
-`eval`, and every failure is returned as an error string, never raised. Tolerated
+Model output is untrusted: only `json`, `ast.literal_eval`, a bracket scanner and a regular expression
+(for the plain grid of one-digit numbers) are used, never `eval`, and every failure is returned as an error string, never raised. Tolerated
 around the answer: any surrounding text, markdown fences, Python tuples `(r, c, v)`, single quotes,
 trailing commas, `null` for a blank in a grid, and a grid written as strings of digits
 (`["12.4", ...]`, `.` or `0` for a blank). The first top-level `[...]` that holds a grid or a
@@ -14,10 +14,13 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 from dataclasses import dataclass
+from functools import lru_cache
 from itertools import chain
 from typing import Any, Literal
 
+from ..core.records import fast_init
 from .rules import Grid, Step
 
 MAX_STEPS = 1_024
@@ -29,6 +32,7 @@ MAX_SPANS = 16
 _MAX_DEPTH = 3
 
 
+@fast_init
 @dataclass(frozen=True)
 class SudokuAnswer:
     kind: Literal["grid", "steps"]
@@ -39,6 +43,23 @@ class SudokuAnswer:
         """Canonical JSON: `[[1,2,3,4],...]` for a grid, `[[r,c,v],...]` for steps."""
         rows = self.grid if self.kind == "grid" else self.steps
         return "[" + ",".join("[" + ",".join(str(v) for v in row) + "]" for row in (rows or ())) + "]"
+
+
+_JSON_SPACE = r"[ \t\n\r]*"
+_GRID_PUNCTUATION = str.maketrans("", "", "[], \t\n\r")
+
+
+@lru_cache(maxsize=16)
+def _digit_grid(size: int) -> re.Pattern[str]:
+    """A JSON grid of `size` rows of `size` one-digit integers, and nothing else but JSON's whitespace."""
+    s = _JSON_SPACE
+    row = rf"\[{s}[0-9]{s}(?:,{s}[0-9]{s}){{{size - 1}}}\]"
+    return re.compile(rf"\[{s}{row}{s}(?:,{s}{row}{s}){{{size - 1}}}\]{s}")
+
+
+@lru_cache(maxsize=4096)
+def _digit_row(digits: str) -> tuple[int, ...]:
+    return tuple(map(int, digits))
 
 
 def _spans(text: str) -> list[tuple[str | None, str | None]]:
@@ -143,6 +164,11 @@ def parse_answer(text: str, size: int | None = None) -> tuple[SudokuAnswer | Non
     if text.startswith("[[") and len(text) <= MAX_SPAN_CHARS:
         # The common answer is one JSON list and nothing else. When it is a grid or a step list, the
         # scan below finds it as the first span too (such a list holds no string with a bracket).
+        if size is not None and 3 < size < 10 and _digit_grid(size).fullmatch(text):
+            # The most common of all, a grid of one-digit numbers: read without building JSON lists
+            # (the same grid as `_structure(json.loads(text), size)`).
+            digits = text.translate(_GRID_PUNCTUATION)
+            return SudokuAnswer("grid", grid=tuple([_digit_row(digits[i:i + size]) for i in range(0, size * size, size)])), None
         try:
             answer, _ = _structure(json.loads(text), size)
         except (ValueError, RecursionError):

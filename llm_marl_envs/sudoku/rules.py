@@ -16,7 +16,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import lru_cache
-from itertools import chain
+from itertools import chain, compress
+from operator import ne
+
+from ..core.records import fast_init
 
 Grid = tuple[tuple[int, ...], ...]
 Cell = tuple[int, int]
@@ -131,11 +134,40 @@ def _digit_masks(shape: Shape) -> tuple[dict[int, int], ...]:
     return tuple({0: 0, **{v: sum(1 << (u * n + v - 1) for u in units) for v in range(1, n + 1)}} for units in units_of)
 
 
-def _conflict_cells(grid: Grid, shape: Shape) -> frozenset[Cell]:
-    seen = 0  # a first pass over the cells' unit bits: most grids have no duplicate at all
-    for masks, v in zip(_digit_masks(shape), [v for row in grid for v in row]):
-        bits = masks.get(v)
-        if bits is None or seen & bits:  # not a digit, or a digit its row, column or box already holds
+_ROW_MEMO = 4_096
+"""Rows remembered per row index and shape by `conflict_cells` (a 4x4 board has 625 possible rows)."""
+_UNSEEN = object()
+
+
+@lru_cache(maxsize=32)
+def _row_memo(shape: Shape) -> tuple[dict[tuple[int, ...], int | None], ...]:
+    """Per row index: row -> `_row_bits` of it, filled in as rows are met (bounded by `_ROW_MEMO`)."""
+    return tuple({} for _ in range(shape.size))
+
+
+def _row_bits(shape: Shape, r: int, row: tuple[int, ...]) -> int | None:
+    """The (unit, digit) bits of row `r`'s cells together; None when the row holds a digit twice or a
+    value that is not a digit."""
+    n, bits = shape.size, 0
+    for masks, v in zip(_digit_masks(shape)[r * n:(r + 1) * n], row):
+        cell = masks.get(v)
+        if cell is None or bits & cell:
+            return None
+        bits |= cell
+    return bits
+
+
+def conflict_cells(grid: Grid, shape: Shape) -> frozenset[Cell]:
+    """`conflicts(grid, shape)` of a grid known to be N tuples of N ints (`to_grid`'s, an `Application`'s
+    `after`), without the checks of its form."""
+    seen = 0  # a first pass over the rows' unit bits: most grids have no duplicate at all
+    for r, (memo, row) in enumerate(zip(_row_memo(shape), grid)):
+        bits = memo.get(row, _UNSEEN)
+        if bits is _UNSEEN:
+            bits = _row_bits(shape, r, row)
+            if len(memo) < _ROW_MEMO:
+                memo[row] = bits
+        if bits is None or seen & bits:  # a duplicate in the row, or a digit a column or box already holds
             return frozenset(_find_conflicts(grid, shape))
         seen |= bits
     return frozenset()
@@ -145,7 +177,7 @@ def conflicts(grid: Grid, shape: Shape) -> set[Cell]:
     """Filled cells whose digit appears again in their row, column or box."""
     n = shape.size
     if type(grid) is tuple and len(grid) == n and {*map(type, grid)} == {tuple} and {*map(len, grid)} == {n}:
-        return set(_conflict_cells(grid, shape))
+        return set(conflict_cells(grid, shape))
     return _find_conflicts(grid, shape)
 
 
@@ -209,6 +241,7 @@ def progress(before: Grid, after: Grid) -> float:
     return filled / (n * n)
 
 
+@fast_init
 @dataclass(frozen=True)
 class Application:
     """What applying an answer to the current grid did (see the module docstring)."""
@@ -289,6 +322,12 @@ def apply_steps(grid: Grid, clues: Grid, steps: list[Step] | tuple[Step, ...], s
     return _applied(grid, after, tuple(cell for cell in edited if after[cell[0]][cell[1]] != grid[cell[0]][cell[1]]))
 
 
+@lru_cache(maxsize=32)
+def _cells(n: int) -> tuple[Cell, ...]:
+    """Every cell of an N x N board, row-major."""
+    return tuple((r, c) for r in range(n) for c in range(n))
+
+
 def apply_grid(grid: Grid, clues: Grid, new: Grid, shape: Shape, *, checked: bool = False) -> Application:
     """Replace the grid by a full N x N answer (0 = empty); it must keep every clue. `checked`: `new`
     is already a tuple of N tuples of plain ints in 0..N (a parsed answer that `grid_out_of_range`
@@ -302,7 +341,7 @@ def apply_grid(grid: Grid, clues: Grid, new: Grid, shape: Shape, *, checked: boo
     changed = changed_clues(new, clues)
     if changed:
         return Application(grid, grid, clue_changes=tuple(changed))
-    edited = tuple([(r, c) for r in range(n) if new[r] != grid[r] for c in range(n) if new[r][c] != grid[r][c]])
+    edited = tuple(compress(_cells(n), map(ne, chain.from_iterable(new), chain.from_iterable(grid))))
     return _applied(grid, new, edited)
 
 
