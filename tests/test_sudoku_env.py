@@ -49,6 +49,16 @@ def mixed(team: float, local: float, mask: float = 1.0) -> float:
     return LAMBDA * team + (1 - LAMBDA) * mask * local
 
 
+@pytest.mark.parametrize("answer", [SOLUTION_JSON, SWAPPED_JSON, ALL_STEPS, "[[1,1,1]]"])
+def test_an_instance_with_list_grids_plays_like_the_tuple_one(answer):
+    """An instance built by hand with lists (not the generator's tuples) gives the same step."""
+    lists = SudokuInstance(INSTANCE.shape, [list(row) for row in PUZZLE], [list(row) for row in SOLUTION])
+    envs = [fresh("planner", instance=instance) for instance in (INSTANCE, lists)]
+    for env in envs:
+        env.step(f"#### {answer}")
+    assert envs[0].infos == envs[1].infos and envs[0].grid == envs[1].grid
+
+
 def test_hand_made_puzzle_is_unique():
     assert count_solutions(PUZZLE, limit=5) == 1
 

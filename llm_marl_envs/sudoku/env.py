@@ -101,7 +101,7 @@ from . import prompts
 from .generator import SudokuConfig, SudokuInstance, generate
 from .parse import SudokuAnswer, parse_answer
 from .rules import (Application, Cell, Grid, apply_grid, apply_steps, conflict_cells, conflicts, grid_out_of_range,
-                    is_complete, is_solved, steps_out_of_range)
+                    is_complete, is_solved, steps_out_of_range, to_grid)
 
 LAMBDA_SUDOKU = 0.60
 PLANNER_COEF = {"fmt": 0.15, "legal": 0.55, "prog": 0.30}
@@ -170,8 +170,9 @@ class raw_env(ToolPlannerEnv):
     def _start_task(self) -> None:
         inst: SudokuInstance = self.instance
         self.shape = inst.shape
-        self.clues: Grid = inst.puzzle
-        self.grid: Grid = inst.puzzle
+        # Tuples from here on (an instance built by hand may hold lists): the rules' fast paths need them.
+        self.clues: Grid = to_grid(inst.puzzle)
+        self.grid: Grid = self.clues
 
     # ------------------------------------------------------------------ text
     def describe_task(self) -> str:
