@@ -14,6 +14,8 @@ import inspect
 from typing import TypeVar
 
 T = TypeVar("T")
+
+
 class _Factory:
     """Default of a field with a `default_factory`: the factory is called when the caller gives none."""
 
