@@ -46,13 +46,16 @@ class RewardBreakdown:
         return float(self.lam * self.team + (1.0 - self.lam) * self.mask * self.local + self.penalty)
 
     def to_info(self) -> dict[str, Any]:
-        coefficients = self.coefficients
-        local = float(sum([coefficients[name] * score for name, score in self.terms.items()]))  # `self.local`, inlined
+        coefficients, local_terms, local = self.coefficients, {}, 0
+        for name, score in self.terms.items():  # `self.local` inlined (the same sum, in the same order), one pass
+            local += coefficients[name] * score
+            local_terms[name] = float(score)
+        local = float(local)
         return {
             "reward": float(self.lam * self.team + (1.0 - self.lam) * self.mask * local + self.penalty),  # `reward`
             "team_reward": float(self.team),
             "local_reward": local,
-            "local_terms": {k: float(v) for k, v in self.terms.items()},
+            "local_terms": local_terms,
             "mask": float(self.mask),
             "lambda": float(self.lam),
             "penalty": float(self.penalty),
