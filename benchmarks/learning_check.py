@@ -3,7 +3,7 @@
     python benchmarks/learning_check.py --steps 15 --write benchmarks.md
 
 The easy configuration: Plan-Path on a 3x3 grid (paths of 2-3 moves, one turn), tool + planner
-(mode "mas", one shared LoRA adapter), the tiny test model (tiny-random fine-tuned for a few dozen
+(mode "mas", one shared LoRA adapter), the tiny test model (tiny-random fine-tuned for a few hundred
 steps on oracle replies: `tests/support/tiny_sft.py`, so that its replies are sometimes right).
 The script reports the training curve (mean rewards and success rate of the sampled episodes per
 step) and a greedy evaluation on 50 validation instances before and after training.

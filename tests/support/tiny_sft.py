@@ -15,7 +15,7 @@ import torch
 
 # A small Plan-Path configuration: prompts stay short and the model can learn the format quickly.
 ENV_ARGS = {"height": 3, "width": 3, "wall_density": 0.1, "min_path_length": 2, "max_path_length": 3, "max_turns": 1}
-VERSION = 1
+VERSION = 2
 
 
 def oracle_pairs(n: int) -> list[tuple[list[dict[str, str]], str]]:
@@ -52,7 +52,7 @@ def tiny_planner() -> Path:
     return cached_build(f"tiny-plan-path-sft-v{VERSION}", build_tiny_planner)
 
 
-def build_tiny_planner(dest: Path, steps: int = 150, batch: int = 8, seed: int = 0) -> Path:
+def build_tiny_planner(dest: Path, steps: int = 300, batch: int = 8, seed: int = 0) -> Path:
     """Fine-tune tiny-random on oracle replies of both roles (loss on reply tokens only); save to `dest`."""
     from llm_marl.models import load_model_and_tokenizer, resolve_model
 
