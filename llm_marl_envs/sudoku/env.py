@@ -196,7 +196,7 @@ class raw_env(ToolPlannerEnv):
         if answer is None:
             return None, error
         if answer.kind == "grid":
-            problems = grid_out_of_range(answer.grid, self.shape)
+            problems = () if answer.in_range else grid_out_of_range(answer.grid, self.shape)
         else:
             problems = steps_out_of_range(answer.steps, self.shape)
         if problems:

@@ -7,7 +7,8 @@ trailing commas, `null` for a blank in a grid, and a grid written as strings of 
 (`["12.4", ...]`, `.` or `0` for a blank). The first top-level `[...]` that holds a grid or a
 step list is the answer. The final-answer marker `####` is handled by `core.text.extract_final_answer`.
 
-Structure is checked here; ranges (1..N, indices in bounds) and clues are checked by `rules`.
+Structure is checked here; ranges (1..N, indices in bounds) and clues are checked by `rules`
+(a grid the one-digit reader read is known to be in range: `SudokuAnswer.in_range`).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from __future__ import annotations
 import ast
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from itertools import chain
 from typing import Any, Literal
@@ -38,6 +39,9 @@ class SudokuAnswer:
     kind: Literal["grid", "steps"]
     grid: Grid | None = None
     steps: tuple[Step, ...] = ()
+    in_range: bool = field(default=False, compare=False, repr=False)
+    """Every value of `grid` is known to be in 0..N (the one-digit reader admits no other digit), so
+    `rules.grid_out_of_range` would find nothing; False says nothing either way."""
 
     def to_text(self) -> str:
         """Canonical JSON: `[[1,2,3,4],...]` for a grid, `[[r,c,v],...]` for steps."""
@@ -51,9 +55,10 @@ _GRID_PUNCTUATION = str.maketrans("", "", "[], \t\n\r")
 
 @lru_cache(maxsize=16)
 def _digit_grid(size: int) -> re.Pattern[str]:
-    """A JSON grid of `size` rows of `size` one-digit integers, and nothing else but JSON's whitespace."""
+    """A JSON grid of `size` rows of `size` one-digit integers in 0..size, and nothing else but JSON's
+    whitespace (`size` <= 9)."""
     s = _JSON_SPACE
-    row = rf"\[{s}[0-9]{s}(?:,{s}[0-9]{s}){{{size - 1}}}\]"
+    row = rf"\[{s}[0-{size}]{s}(?:,{s}[0-{size}]{s}){{{size - 1}}}\]"
     return re.compile(rf"\[{s}{row}{s}(?:,{s}{row}{s}){{{size - 1}}}\]{s}")
 
 
@@ -165,10 +170,11 @@ def parse_answer(text: str, size: int | None = None) -> tuple[SudokuAnswer | Non
         # The common answer is one JSON list and nothing else. When it is a grid or a step list, the
         # scan below finds it as the first span too (such a list holds no string with a bracket).
         if size is not None and 3 < size < 10 and _digit_grid(size).fullmatch(text):
-            # The most common of all, a grid of one-digit numbers: read without building JSON lists
-            # (the same grid as `_structure(json.loads(text), size)`).
+            # The most common of all, a grid of one-digit numbers in range: read without building JSON
+            # lists (the same grid as `_structure(json.loads(text), size)`).
             digits = text.translate(_GRID_PUNCTUATION)
-            return SudokuAnswer("grid", grid=tuple([_digit_row(digits[i:i + size]) for i in range(0, size * size, size)])), None
+            rows = tuple([_digit_row(digits[i:i + size]) for i in range(0, size * size, size)])
+            return SudokuAnswer("grid", grid=rows, in_range=True), None
         try:
             answer, _ = _structure(json.loads(text), size)
         except (ValueError, RecursionError):
