@@ -274,14 +274,17 @@ def test_dead_worker_is_replaced(sandbox):
 def test_a_spare_waits_for_the_next_job_and_one_that_died_is_replaced(one_worker, monkeypatch):
     """With a core free, the fork server forks the next job's child ahead (it prepares, then waits
     for its job); a spare that died meanwhile is replaced, and the job runs as if nothing happened.
-    With every core busy, and in a batch (`run_many`), no spare is forked."""
+    With no core free for it (every call in flight takes one for its program and one for a spare),
+    no spare is forked."""
     monkeypatch.setattr(pool, "_CORES", 1)  # this call alone keeps every core busy
     assert one_worker.run("print(0)").ok
     supervisor = one_worker._worker_pids()[0]
     assert len(descendants(supervisor)) == 1, "a spare was forked with no core free"
-    monkeypatch.setattr(pool, "_CORES", 2)
     assert all(r.ok for r in one_worker.run_many([("print(0)", "")] * 3))
-    assert len(descendants(supervisor)) == 1, "a batch forked a spare"
+    assert len(descendants(supervisor)) == 1, "a batch forked a spare with no core free"
+    monkeypatch.setattr(pool, "_CORES", 2)  # one worker's batch runs one program at a time: a core is free
+    assert all(r.ok for r in one_worker.run_many([("print(0)", "")] * 3))
+    assert len(descendants(supervisor)) == 2, "a batch on one worker forked no spare with a core free"
     assert one_worker.run("print(1)").ok
     server, *below = descendants(supervisor)
     assert len(below) == 1 and not left_behind(supervisor), f"expected one spare below the server, got {below}"
@@ -291,6 +294,19 @@ def test_a_spare_waits_for_the_next_job_and_one_that_died_is_replaced(one_worker
         time.sleep(0.01)
     assert one_worker.run("print(2)").stdout == "2\n"
     assert one_worker._worker_pids() == [supervisor] and descendants(supervisor)[0] == server  # same server
+
+
+@pytest.mark.parametrize("cores, spares", [(3, False), (4, True)])
+def test_a_batch_counts_its_width_when_it_decides_on_spares(monkeypatch, cores, spares):
+    """A batch over 2 workers has 2 programs in flight from its start: the servers fork spares only
+    where 4 cores are there for those programs and their spares."""
+    monkeypatch.setattr(pool, "_CORES", cores)
+    with Sandbox(LIMITS, workers=2) as two:
+        assert all(r.ok for r in two.run_many([("print(0)", "")] * 6))
+        supervisors = two._worker_pids()
+        # A server forks a spare at its start; the batch's first job on it takes that one.
+        below = [len(descendants(pid)) - 1 for pid in supervisors]
+        assert below == [1 if spares else 0] * len(supervisors), below
 
 
 def test_a_malformed_job_is_answered_and_its_child_discarded(one_worker):

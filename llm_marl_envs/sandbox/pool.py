@@ -168,7 +168,7 @@ class Sandbox:
     def _reset_pool(self) -> None:
         self._pid = os.getpid()
         self._in_flight = 0
-        self._batches = 0  # run_many calls under way
+        self._batch_width = 0  # calls that the run_many calls under way keep in flight
         self._executor: ThreadPoolExecutor | None = None  # run_many's threads, made once (not per batch)
         self._idle: queue.Queue[_Worker | None] = queue.Queue()
         self._live: set[_Worker] = set()
@@ -240,7 +240,8 @@ class Sandbox:
         with self._lock:
             if self._closed:
                 raise RuntimeError(_CLOSED)
-            self._batches += 1
+            width = min(len(jobs), self.n_workers)
+            self._batch_width += width
             if self._executor is None:  # started once: new threads per batch cost ~0.3 ms here
                 self._executor = ThreadPoolExecutor(max_workers=self.n_workers, thread_name_prefix="sandbox")
             executor = self._executor
@@ -248,7 +249,7 @@ class Sandbox:
             return list(executor.map(lambda job: self.run(job[0], job[1], limits), jobs))
         finally:
             with self._lock:
-                self._batches -= 1
+                self._batch_width -= width
 
     def isolation(self) -> dict:
         """The isolation layers a worker has on this machine ({"landlock_fs": True, ...})."""
@@ -286,10 +287,12 @@ class Sandbox:
         with self._lock:
             self._in_flight += 1
             # The server forks the next run's child while this one runs when a core is free for it
-            # (sequential calls: off the next call's path). A batch (`run_many`) keeps the workers
-            # busy, and so do as many calls as cores: there a spare would only add work, so the
-            # next child is forked when its job comes.
-            job = {**job, "ahead": self.warm and not self._batches and self._in_flight < _CORES}
+            # (off the next call's path): every call in flight, a batch's (`run_many`) counted at
+            # its width from the start, takes a core for its program and one for such a spare.
+            # With fewer cores the spare would only compete with the programs, so the next child
+            # is forked when its job comes.
+            busy = max(self._in_flight, min(self._batch_width, self.n_workers))
+            job = {**job, "ahead": self.warm and 2 * busy <= _CORES}
         try:
             started, answer = worker.request(job, timeout)
             if not started:  # it died between runs: the job never reached it
