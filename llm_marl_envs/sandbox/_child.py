@@ -13,8 +13,8 @@ clears the server's globals; a spare then waits for its job, which the server wr
 of its stdin (`receive_job`). Last come the job's limits and the audit hook; `_run.run` then
 executes the program with only that (now empty) module frame below it. A spare's CPU-time limit
 counts its preparation too (a few milliseconds). What stays in memory but unreachable
-(the hook's closure, this module) could be found only through gc.get_objects, gc.get_referrers and
-the like, which the hook refuses; the sandbox defines no class in the fork server, so subclass
+(the hook's closure, this module, the server's globals and streams that it keeps) could be found
+only through gc.get_objects, gc.get_referrers and the like, which the hook refuses; the sandbox defines no class in the fork server, so subclass
 walks find nothing of it either.
 """
 
@@ -31,6 +31,8 @@ import resource
 import signal
 import sys
 import types
+
+import _signal
 
 import _guard
 
@@ -49,6 +51,9 @@ _STUBS = {"os": ("mknod", "mkfifo", "sched_setaffinity", "sched_setscheduler", "
 _SHIMS = {"_posixsubprocess": ("fork_exec",)}
 """Blocked modules that standard modules import at their top (subprocess, hence asyncio): a shim
 stands in, whose functions are stubs."""
+_KEPT: list = []
+"""What a child must not free (see `prepare_server`); this module's namespace outlives the child's
+clearing of the server's, as its functions hold it."""
 _ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "OPENBLAS_NUM_THREADS": "1",
         "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 """The program's whole environment: nothing of the server's (API keys, tokens) is passed on."""
@@ -142,6 +147,11 @@ def prepare_server(policy: dict) -> dict:
     stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding="utf-8", errors="backslashreplace",
                               write_through=True)
     stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False), encoding="utf-8", errors="replace")
+    # A child drops the server's module globals and standard streams (`_prepare_interpreter`). Held
+    # here too, they outlive that: the child only counts each one down instead of freeing it with
+    # all it holds, which would write to (and so copy, page by page) much more of the server's memory.
+    _KEPT.extend([*sys.modules["__main__"].__dict__.values(), sys.stdin, sys.stdout, sys.stderr,
+                  sys.__stdin__, sys.__stdout__, sys.__stderr__])
     return {"streams": (stdin, stdout, stderr), "hook": _guard.make_hook(run_dir, policy)}
 
 
@@ -149,7 +159,9 @@ def _prepare_interpreter(streams: tuple) -> dict:
     """The interpreter as the program sees it (what `prepare_server` left to do per run);
     returns the program's namespace."""
     server_globals = sys.modules["__main__"].__dict__
-    signal.signal(signal.SIGINT, signal.default_int_handler)  # the server ignores it
+    # The server ignores SIGINT. (`_signal`: `signal.signal` without its enum conversions, which
+    # write to, and so copy, pages of the server's memory.)
+    _signal.signal(_signal.SIGINT, _signal.default_int_handler)
     main = types.ModuleType("__main__")
     main.__dict__["__builtins__"] = builtins
     sys.modules["__main__"] = main

@@ -35,30 +35,22 @@ import _run  # noqa: E402
 
 sys.path.pop(0)
 
-# Pre-imported so that programs start warm (a fork shares them). Not threading (nor queue, which
-# imports it): its at-fork hook runs in every child, which costs more than the import in the few
-# programs that use it.
-import bisect  # noqa: E402,F401
-import collections  # noqa: E402,F401
-import dataclasses  # noqa: E402,F401
-import decimal  # noqa: E402,F401
-import fractions  # noqa: E402,F401
-import functools  # noqa: E402,F401
 import gc  # noqa: E402
-import heapq  # noqa: E402,F401
-import itertools  # noqa: E402,F401
 import json  # noqa: E402
-import math  # noqa: E402,F401
-import random  # noqa: E402,F401
-import re  # noqa: E402,F401
 import select  # noqa: E402
 import signal  # noqa: E402
 import stat  # noqa: E402
-import statistics  # noqa: E402,F401
-import string  # noqa: E402,F401
-import tempfile  # noqa: E402,F401
 import time  # noqa: E402
-import typing  # noqa: E402,F401
+
+# Pre-imported so that programs start warm (a fork shares them), and not bound here: a child drops
+# this module's globals one by one (see `_child`), a write to each one's memory, which the child
+# must then copy (page by page) from the server's. Not threading (nor queue, which imports it): its
+# at-fork hook runs in every child, which costs more than the import in the few programs that use
+# it. random's hook runs in every child too (about 40 page copies), but a program that imports
+# random itself pays about 3 ms; tempfile and statistics import it anyway.
+for _module in ("bisect", "collections", "dataclasses", "decimal", "fractions", "functools", "heapq", "itertools",
+                "math", "random", "re", "statistics", "string", "tempfile", "typing"):
+    __import__(_module)
 
 _layers = json.loads(sys.argv[2])
 if not (_layers.get("landlock_fs") and _layers.get("seccomp")):  # asyncio makes code objects at import,
