@@ -7,12 +7,15 @@ thread that has work (measured side by side, quiet and loaded: `benchmarks/speed
 `benchmarks.md`).
 
 So the CLI makes idle OpenMP threads sleep (`OMP_WAIT_POLICY=PASSIVE`, unless the user set it) before
-torch loads, and `--threads` (default: one per CPU this process may run on) sets torch's thread count.
+torch loads, and `--threads` (default: one per CPU this process may use, `available_cpus()`: its
+affinity mask, at most its cgroup's CPU quota) sets torch's thread count.
 """
 
 from __future__ import annotations
 
 import os
+
+from llm_marl_envs.core.cpus import available_cpus
 
 WAIT_POLICY = "OMP_WAIT_POLICY"
 
@@ -21,14 +24,6 @@ def prepare_openmp() -> None:
     """Idle OpenMP threads sleep instead of spinning. libgomp reads this once, when torch loads, so
     call it before the first `import torch` (the CLI does); a value the user set is kept."""
     os.environ.setdefault(WAIT_POLICY, "PASSIVE")
-
-
-def available_cpus() -> int:
-    """CPUs this process may run on (its affinity mask, which containers and `taskset` narrow)."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # not on Linux
-        return max(1, os.cpu_count() or 1)
 
 
 def set_threads(threads: int = 0) -> int:

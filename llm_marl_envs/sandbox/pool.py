@@ -19,12 +19,13 @@ from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
 
+from ..core.cpus import available_cpus
 from .limits import ExecResult, SandboxLimits
 
 _SUPERVISOR = str(Path(__file__).with_name("_supervisor.py"))
 _SERVER_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"}
 """The fork server's whole environment: programs must not see ours (API keys, tokens)."""
-_CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+_CORES = available_cpus()
 _CLOSED = "this Sandbox is closed; create a new one (or use default_sandbox())"
 _STARTUP_TIMEOUT_S = 60.0
 _ANSWER_GRACE_S = 10.0
