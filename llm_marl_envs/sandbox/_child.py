@@ -14,8 +14,8 @@ of its stdin (`receive_job`). Last come the job's limits and the audit hook; `_r
 executes the program with only that (now empty) module frame below it. A spare's CPU-time limit
 counts its preparation too (a few milliseconds). What stays in memory but unreachable
 (the hook's closure, this module, the server's globals and streams that it keeps) could be found
-only through gc.get_objects, gc.get_referrers and the like, which the hook refuses; the sandbox defines no class in the fork server, so subclass
-walks find nothing of it either.
+only through gc.get_objects, gc.get_referrers and the like, which the hook refuses; the sandbox
+defines no class in the fork server, so subclass walks find nothing of it either.
 """
 
 from __future__ import annotations
