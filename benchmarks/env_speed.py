@@ -32,6 +32,11 @@ and times deepcopy (its fork), `text_observation`, a turn and generation. Its tu
 its instance from the first state, like ours (a shortest move list found by breadth-first search over
 its own `step`; Sudoku: the solution grid of our turn's puzzle), so both steps do a winning answer's
 work. No peer code is copied into the project; the peers are only imported by that interpreter.
+The scratch setup (outside the project; the numbers in benchmarks.md used reasoning-gym 0.1.25):
+
+    python3 -m venv /tmp/peers && /tmp/peers/bin/pip install reasoning-gym
+    git clone --depth 1 https://github.com/pettingllms-ai/PettingLLMs /tmp/peers_src
+    python benchmarks/env_speed.py --base 6f3db78 --rounds 9 --peers /tmp/peers/bin/python --pettingllms /tmp/peers_src
 """
 
 from __future__ import annotations

@@ -31,6 +31,13 @@ the median over the rounds of the per-call time (sequential: a round's median ca
 a round's wall time divided by its calls) and the ratio of the medians. The load average is
 printed before and after: the machine is shared, so absolute numbers move with it.
 No peer code is copied into the project; the peers are only imported by the `--peers` interpreter.
+The scratch setup (outside the project; the runner needs only the standard library, and a checkout
+whose module imports `ray` at its top makes the script time the runner's steps as its source takes
+them, as said above):
+
+    python3 -m venv /tmp/peers
+    git clone --depth 1 https://github.com/pettingllms-ai/PettingLLMs /tmp/peers_src
+    python benchmarks/sandbox_speed.py --base c25bd86~1 --rounds 9 --peers /tmp/peers/bin/python --pettingllms /tmp/peers_src
 """
 
 from __future__ import annotations
