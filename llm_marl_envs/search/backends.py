@@ -115,7 +115,7 @@ def _import_bm25s():
         raise BackendUnavailable("the BM25 backend needs the `bm25s` package: pip install 'llm-marl[search]'") from e
     finally:
         if keep_jax_on_cpu:
-            del os.environ["JAX_PLATFORMS"]
+            os.environ.pop("JAX_PLATFORMS", None)
     return bm25s
 
 

@@ -1,11 +1,11 @@
 """Parse a Sudoku answer: a full grid (JSON array of arrays) or a list of fill steps [[r, c, v], ...].
 
 Model output is untrusted: only `json`, `ast.literal_eval`, a bracket scanner and a regular expression
-(for the plain grid of one-digit numbers) are used, never `eval`, and every failure is returned as an error string, never raised. Tolerated
-around the answer: any surrounding text, markdown fences, Python tuples `(r, c, v)`, single quotes,
-trailing commas, `null` for a blank in a grid, and a grid written as strings of digits
-(`["12.4", ...]`, `.` or `0` for a blank). The first top-level `[...]` that holds a grid or a
-step list is the answer. The final-answer marker `####` is handled by `core.text.extract_final_answer`.
+(for the plain grid of one-digit numbers) are used, never `eval`, and every failure is returned as an
+error string, never raised. Tolerated around the answer: any surrounding text, markdown fences,
+Python tuples `(r, c, v)`, single quotes, trailing commas, `null` for a blank in a grid, and a grid
+written as strings of digits (`["12.4", ...]`, `.` or `0` for a blank). The first top-level `[...]`
+that holds a grid or a step list is the answer. The final-answer marker `####` is handled by `core.text.extract_final_answer`.
 
 Structure is checked here; ranges (1..N, indices in bounds) and clues are checked by `rules`
 (a grid the one-digit reader read is known to be in range: `SudokuAnswer.in_range`).

@@ -331,7 +331,7 @@ def _cells(n: int) -> tuple[Cell, ...]:
 def apply_grid(grid: Grid, clues: Grid, new: Grid, shape: Shape, *, checked: bool = False) -> Application:
     """Replace the grid by a full N x N answer (0 = empty); it must keep every clue. `checked`: `new`
     is already a tuple of N tuples of plain ints in 0..N (a parsed answer that `grid_out_of_range`
-    passed), so neither the range nor the types are checked again."""
+    passed, or that the parser marked `in_range`), so neither the range nor the types are checked again."""
     n = shape.size
     if not checked:
         errors = grid_out_of_range(new, shape)
