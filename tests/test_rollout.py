@@ -422,11 +422,15 @@ def test_prefetched_code_runs_give_the_same_rollout(plan):
 
     with Sandbox(SandboxLimits(wall_time_s=2.0, cpu_time_s=2.0, memory_mb=256, output_bytes=20_000), workers=2) as sandbox:
         ran, planned = set(), set()  # (code, stdin, limits) of the runs made without prefetching, and of those prefetched
-        run, prefetched = sandbox.run, sandbox.prefetched
+        run, run_many, prefetched = sandbox.run, sandbox.run_many, sandbox.prefetched
 
         def recording_run(code, stdin="", limits=None):
             ran.add((code, stdin, limits or sandbox.limits))
             return run(code, stdin, limits)
+
+        def recording_run_many(jobs, limits=None):
+            ran.update((code, stdin, limits or sandbox.limits) for code, stdin in jobs)
+            return run_many(jobs, limits)
 
         def recording_prefetched(jobs, limits=None):
             planned.update((code, stdin, limits or sandbox.limits) for code, stdin in jobs)
@@ -434,7 +438,8 @@ def test_prefetched_code_runs_give_the_same_rollout(plan):
 
         def play(prefetch):
             code_env._ANALYSES.clear()  # each run computes the mutation analysis and its kill sets itself
-            sandbox.run, sandbox.prefetched = (run, recording_prefetched) if prefetch else (recording_run, prefetched)
+            sandbox.run, sandbox.run_many, sandbox.prefetched = (
+                (run, run_many, recording_prefetched) if prefetch else (recording_run, recording_run_many, prefetched))
             tasks = [Task(f"code/{i}", partial(code_v0.raw_env, problems=[problem], max_turns=2, time_limit_s=0.5, sandbox=sandbox),
                           seed=i, options={"instance": CodeInstance(problem, i)}) for i in range(2)]
             return rollout(tasks, plan, engine(_coder_or_tester_reply), sigma={"coder": "c", "tester": "t"},

@@ -250,13 +250,56 @@ def test_the_guard_cannot_be_steered_through_globals():
     assert not [c for c in hook.co_consts if isinstance(c, types.CodeType)], "the hook must not call Python helpers"
 
 
-def test_run_many_starts_its_threads_once(one_worker):
-    """The batch threads are made at the first run_many and kept (starting threads per batch cost
-    about as much as a short run)."""
-    one_worker.run_many([("print(1)", "")] * 2)
-    executor = one_worker._executor
-    assert executor is not None and one_worker.run_many([("print(2)", "")] * 3)[2].stdout == "2\n"
-    assert one_worker._executor is executor
+def test_run_many_drives_its_batch_from_the_calling_thread(sandbox, monkeypatch):
+    """A batch keeps a job on every worker at once from the caller's thread alone: the second job
+    is sent before any answer is read, and no thread is started."""
+    in_flight, send = [], pool._Worker.send
+
+    def recording_send(worker, job, deadline):
+        in_flight.append(sandbox._in_flight)
+        return send(worker, job, deadline)
+
+    monkeypatch.setattr(pool._Worker, "send", recording_send)
+    threads = threading.active_count()
+    results = sandbox.run_many([(f"print({i})", "") for i in range(5)])
+    assert [r.stdout for r in results] == [f"{i}\n" for i in range(5)]
+    assert in_flight[:2] == [1, 2] and len(in_flight) == 5
+    assert threading.active_count() == threads and sandbox._in_flight == 0
+
+
+def test_a_worker_that_dies_during_a_batch_fails_only_its_job():
+    """The job whose server dies gets a crash result (it is not run again: it had started), the
+    others run, and the next batch gets a fresh worker in its place."""
+    with Sandbox(LIMITS, workers=2) as sb:
+        sb.run_many([("print(0)", "")] * 2)
+        results: list = []
+        batch = threading.Thread(target=lambda: results.extend(
+            sb.run_many([("import time\ntime.sleep(30)", ""), ("print(1)", ""), ("print(2)", "")])))
+        batch.start()
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not any(left_behind(pid, wait=0.2) for pid in sb._worker_pids()):
+            time.sleep(0.02)
+        sleeper = next(pid for pid in sb._worker_pids() if left_behind(pid, wait=0.2))
+        os.killpg(sleeper, signal.SIGKILL)
+        batch.join(timeout=30)
+        assert [r.status for r in results] == ["crash", "ok", "ok"] and [r.stdout for r in results[1:]] == ["1\n", "2\n"]
+        assert sleeper not in sb._worker_pids() and sb._in_flight == 0
+        assert [r.stdout for r in sb.run_many([("print(3)", "")] * 2)] == ["3\n"] * 2
+
+
+@pytest.mark.parametrize("batch", [False, True], ids=["run", "run_many"])
+def test_a_worker_that_cannot_start_raises_and_frees_its_slot(monkeypatch, tmp_path, batch):
+    """A fork server that never says it started is a WorkerError, and the slot it held is free for
+    the next call, which starts a worker again."""
+    with Sandbox(LIMITS, workers=2) as sb:
+        broken = tmp_path / "broken.py"
+        broken.write_text("import sys\nsys.exit(3)\n")
+        monkeypatch.setattr(pool, "_SUPERVISOR", str(broken))
+        with pytest.raises(pool.WorkerError, match="did not start"):
+            sb.run_many([("print(1)", "")] * 3) if batch else sb.run("print(1)")
+        assert sb._idle.qsize() == 2 and sb._in_flight == 0
+        monkeypatch.undo()
+        assert [r.stdout for r in sb.run_many([("print(1)", "")] * 3)] == ["1\n"] * 3
 
 
 def test_run_many_keeps_order(sandbox):
