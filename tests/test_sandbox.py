@@ -15,7 +15,7 @@ import sys
 import threading
 import time
 import types
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import pytest
@@ -270,7 +270,7 @@ def test_run_many_drives_its_batch_from_the_calling_thread(sandbox, monkeypatch)
 def test_a_worker_that_dies_during_a_batch_fails_only_its_job():
     """The job whose server dies gets a crash result (it is not run again: it had started), the
     others run, and the next batch gets a fresh worker in its place."""
-    with Sandbox(LIMITS, workers=2) as sb:
+    with Sandbox(replace(LIMITS, wall_time_s=60.0), workers=2) as sb:  # the sleeper outlasts its finding
         sb.run_many([("print(0)", "")] * 2)
         results: list = []
         batch = threading.Thread(target=lambda: results.extend(
