@@ -9,6 +9,7 @@ import copy
 import dis
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -251,30 +252,47 @@ def test_the_guard_cannot_be_steered_through_globals():
 
 
 def test_run_many_drives_its_batch_from_the_calling_thread(sandbox, monkeypatch):
-    """A batch keeps a job on every worker at once from the caller's thread alone: the second job
-    is sent before any answer is read, and no thread is started."""
-    in_flight, send = [], pool._Worker.send
+    """A batch keeps a job on every worker at once from the caller's thread alone (the second job is
+    sent before any answer is read, and no thread is started), with the next small job already
+    waiting in each worker's input."""
+    sends, send, send_queued = [], pool._Worker.send, pool._Worker.send_queued
 
     def recording_send(worker, job, deadline):
-        in_flight.append(sandbox._in_flight)
+        sends.append(("run", sandbox._in_flight))
         return send(worker, job, deadline)
 
+    def recording_send_queued(worker, job):
+        queued = send_queued(worker, job)
+        sends.append(("queued" if queued else "not queued", sandbox._in_flight))
+        return queued
+
     monkeypatch.setattr(pool._Worker, "send", recording_send)
+    monkeypatch.setattr(pool._Worker, "send_queued", recording_send_queued)
     threads = threading.active_count()
     results = sandbox.run_many([(f"print({i})", "") for i in range(5)])
     assert [r.stdout for r in results] == [f"{i}\n" for i in range(5)]
-    assert in_flight[:2] == [1, 2] and len(in_flight) == 5
+    assert sends[:4] == [("run", 1), ("run", 2), ("queued", 2), ("queued", 2)], sends
+    assert [how for how, _ in sends].count("queued") + [how for how, _ in sends].count("run") == 5
     assert threading.active_count() == threads and sandbox._in_flight == 0
 
 
+def test_a_job_too_large_to_wait_in_a_pipe_runs_when_its_worker_is_free(sandbox):
+    """Only a job that fits a pipe in one write waits behind another; a larger one is sent to the
+    first worker that answers, and every result comes back in order."""
+    big = "x" * (2 * select.PIPE_BUF)
+    jobs = [("import sys\nprint(len(sys.stdin.read()))", big)] * 3 + [("print(7)", "")] * 3
+    assert [r.stdout for r in sandbox.run_many(jobs)] == [f"{len(big)}\n"] * 3 + ["7\n"] * 3
+
+
 def test_a_worker_that_dies_during_a_batch_fails_only_its_job():
-    """The job whose server dies gets a crash result (it is not run again: it had started), the
-    others run, and the next batch gets a fresh worker in its place."""
+    """The job whose server dies gets a crash result (it is not run again: it had started), the one
+    that waited behind it runs on another worker, the others run, and the next batch gets a fresh
+    worker in its place."""
     with Sandbox(replace(LIMITS, wall_time_s=60.0), workers=2) as sb:  # the sleeper outlasts its finding
         sb.run_many([("print(0)", "")] * 2)
         results: list = []
-        batch = threading.Thread(target=lambda: results.extend(
-            sb.run_many([("import time\ntime.sleep(30)", ""), ("print(1)", ""), ("print(2)", "")])))
+        batch = threading.Thread(target=lambda: results.extend(  # print(2) waits behind the sleeper
+            sb.run_many([("import time\ntime.sleep(30)", ""), ("print(1)", ""), ("print(2)", ""), ("print(3)", "")])))
         batch.start()
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and not any(left_behind(pid, wait=0.2) for pid in sb._worker_pids()):
@@ -282,7 +300,8 @@ def test_a_worker_that_dies_during_a_batch_fails_only_its_job():
         sleeper = next(pid for pid in sb._worker_pids() if left_behind(pid, wait=0.2))
         os.killpg(sleeper, signal.SIGKILL)
         batch.join(timeout=30)
-        assert [r.status for r in results] == ["crash", "ok", "ok"] and [r.stdout for r in results[1:]] == ["1\n", "2\n"]
+        assert [r.status for r in results] == ["crash", "ok", "ok", "ok"]
+        assert [r.stdout for r in results[1:]] == ["1\n", "2\n", "3\n"]
         assert sleeper not in sb._worker_pids() and sb._in_flight == 0
         assert [r.stdout for r in sb.run_many([("print(3)", "")] * 2)] == ["3\n"] * 2
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import atexit
 import json
+import math
 import os
 import queue
 import select
@@ -16,7 +17,7 @@ import time
 from collections import deque
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ..core.cpus import available_cpus
@@ -55,6 +56,7 @@ class _Worker:
         except OSError:
             shutil.rmtree(self.base, ignore_errors=True)
             raise
+        os.set_blocking(self.proc.stdin.fileno(), False)  # see `send_queued`
         self._layers: dict | None = None
 
     @property
@@ -95,10 +97,25 @@ class _Worker:
             while view:
                 if not _ready(fd, select.POLLOUT, deadline):
                     return False
-                view = view[os.write(fd, view[:1 << 16]):]
+                try:
+                    view = view[os.write(fd, view[:1 << 16]):]
+                except BlockingIOError:
+                    pass
         except (OSError, ValueError):
             return False
         return True
+
+    def send_queued(self, job: dict) -> bool:
+        """Write a job behind the one the server runs, which it reads once it has answered: only a
+        job whose line the pipe takes whole in one write now (PIPE_BUF bytes at most, and room for
+        them). Returns False, having written nothing, otherwise."""
+        line = (json.dumps(job) + "\n").encode()
+        if len(line) > select.PIPE_BUF or not self.started:
+            return False
+        try:
+            return os.write(self.proc.stdin.fileno(), line) == len(line)  # all or nothing (POSIX)
+        except (OSError, ValueError):  # full, or the server is gone (its answer will say)
+            return False
 
     def output(self) -> int:
         """The descriptor the server answers on (for a caller that waits on several workers)."""
@@ -190,10 +207,16 @@ class _Call:
     """A job of a batch (`Sandbox.run_many`) on the worker that runs it."""
     index: int
     job: dict
-    worker: _Worker
-    deadline: float = 0.0  # for the server's acknowledgement, then for its answer
+    deadline: float = math.inf  # for the server's acknowledgement, then for its answer (once it runs)
     started: bool = False
     retried: bool = False
+
+
+@dataclass
+class _Held:
+    """A worker that a batch holds: the job it runs, and the next one waiting in its input."""
+    worker: _Worker
+    calls: deque = field(default_factory=deque)
 
 
 class Sandbox:
@@ -302,7 +325,7 @@ class Sandbox:
             width = min(len(jobs), self.n_workers)
             self._batch_width += width
         try:
-            return self._run_batch(jobs, limits, width)
+            return _Batch(self, jobs, limits, width).run()
         finally:
             with self._lock:
                 self._batch_width -= width
@@ -356,6 +379,11 @@ class Sandbox:
         """Count a call in flight; returns whether its server may fork the next child ahead."""
         with self._lock:
             self._in_flight += 1
+        return self._ahead()
+
+    def _ahead(self) -> bool:
+        """Whether a server may fork the next child ahead while its job runs."""
+        with self._lock:
             # The server forks the next run's child while this one runs when a core is free for it
             # (off the next call's path): every call in flight, a batch's (`run_many`) counted at
             # its width from the start, takes a core for its program and one for such a spare.
@@ -387,37 +415,6 @@ class Sandbox:
             self._end_call()
             self._checkin(worker)
 
-    def _run_batch(self, jobs: list[tuple[str, str]], limits: SandboxLimits, width: int) -> list[ExecResult]:
-        """`run_many` on up to `width` workers, from this thread. Each call goes as in `_submit`:
-        a job that never reached a live server is sent again to a fresh one, once; a server that
-        dies or hangs during a job is replaced and the job gets a crash result."""
-        results = [self._take_prefetched(code, stdin, limits) for code, stdin in jobs]
-        todo = deque(i for i, result in enumerate(results) if result is None)
-        fields = asdict(limits)
-        calls: dict[int, _Call] = {}  # by the descriptor its worker answers on
-        try:
-            while todo or calls:
-                # Every worker is taken before any job is sent, so that those that must start
-                # start side by side; another thread may hold some of them.
-                workers = self._checkout_up_to(min(len(todo), width - len(calls)), block=not calls)
-                try:
-                    while workers:
-                        index = todo.popleft()
-                        code, stdin = jobs[index]
-                        call = _Call(index, {"code": code, "stdin": stdin, "limits": fields}, workers.pop())
-                        call.job["ahead"] = self._begin_call()
-                        self._send(call, calls, limits, results)
-                finally:
-                    for worker in workers:  # interrupted before their jobs
-                        self._give_back(worker)
-                self._collect(calls, limits, results)
-        finally:  # interrupted: nobody will read these servers' answers, so they go
-            for call in calls.values():
-                self._end_call()
-                self._forget(call.worker)
-                self._checkin(None)
-        return results
-
     def _checkout_up_to(self, n: int, block: bool) -> list[_Worker]:
         """Up to `n` workers, not waited for (see `_checkout`): with `block`, at least one."""
         workers: list[_Worker] = []
@@ -440,73 +437,6 @@ class Sandbox:
         else:
             self._forget(worker)
             self._checkin(None)
-
-    def _send(self, call: _Call, calls: dict[int, _Call], limits: SandboxLimits, results: list) -> None:
-        """Send `call`'s job to its worker and wait for its answer along with the others."""
-        try:
-            sent = call.worker.send(call.job, time.monotonic() + limits.wall_time_s + _ANSWER_GRACE_S)
-        except WorkerError:  # it never started: its slot is free again
-            self._forget(call.worker)
-            self._checkin(None)
-            self._end_call()
-            raise
-        if sent:
-            call.deadline = time.monotonic() + _STARTUP_TIMEOUT_S
-            calls[call.worker.output()] = call
-        else:
-            self._not_started(call, calls, limits, results)
-
-    def _collect(self, calls: dict[int, _Call], limits: SandboxLimits, results: list) -> None:
-        """Wait until a worker has written or a deadline has passed, and handle what came."""
-        poller = select.poll()
-        for fd in calls:
-            poller.register(fd, select.POLLIN)
-        wait = min(call.deadline for call in calls.values()) - time.monotonic()
-        ready = {fd for fd, _ in poller.poll(max(0.0, wait) * 1000)}
-        now = time.monotonic()
-        for fd, call in list(calls.items()):
-            if fd in ready:
-                lines = call.worker.receive()
-            elif now >= call.deadline:
-                lines = None
-            else:
-                continue
-            for line in [None] if lines is None else lines:  # None: the server is gone or hung
-                if call.started:
-                    del calls[fd]
-                    self._finish(call, line, results)
-                    break
-                if not _acknowledges(line):
-                    del calls[fd]
-                    self._not_started(call, calls, limits, results)
-                    break
-                call.started, call.deadline = True, now + limits.wall_time_s + _ANSWER_GRACE_S
-
-    def _not_started(self, call: _Call, calls: dict[int, _Call], limits: SandboxLimits, results: list) -> None:
-        """The job never reached a live server: send it to a fresh one, once."""
-        self._forget(call.worker)
-        if call.retried:
-            self._checkin(None)
-            self._end_call()
-            results[call.index] = self._result(None)
-            return
-        try:
-            call.worker = self._start()
-        except BaseException:
-            self._checkin(None)
-            self._end_call()
-            raise
-        call.retried = True
-        self._send(call, calls, limits, results)
-
-    def _finish(self, call: _Call, answer: dict | None, results: list) -> None:
-        self._end_call()
-        if answer is None:  # it died or hung during the job
-            self._forget(call.worker)
-            self._checkin(None)
-        else:
-            self._checkin(call.worker)
-        results[call.index] = self._result(answer)
 
     def _checkin(self, worker: _Worker | None) -> None:
         # A fresh-interpreter worker serves one run; a closed sandbox's worker is cleaned up by
@@ -568,6 +498,140 @@ class Sandbox:
         if answer is None:
             return ExecResult("", "[sandbox] the worker died or stopped answering\n", None, "crash")
         return ExecResult(answer["stdout"], answer["stderr"], answer["exit_code"], answer["status"])
+
+
+class _Batch:
+    """One `Sandbox.run_many` call, driven from the calling thread. Every worker it holds runs a
+    job and, when the next one is small enough to be written without waiting, has it in its input
+    already: its server reads it once it has answered, without waiting for this thread. Each call
+    goes as in `Sandbox._submit`: a job that never reached a live server is sent again to a fresh
+    one, once (one that waited behind a job goes back to the batch's list); a server that dies or
+    hangs during a job is replaced and the job gets a crash result."""
+
+    def __init__(self, sandbox: Sandbox, jobs: list[tuple[str, str]], limits: SandboxLimits, width: int):
+        self.sandbox, self.jobs, self.limits, self.width = sandbox, jobs, limits, width
+        self.results = [sandbox._take_prefetched(code, stdin, limits) for code, stdin in jobs]
+        self.todo = deque(i for i, result in enumerate(self.results) if result is None)
+        self.fields = asdict(limits)
+        self.held: dict[int, _Held] = {}  # by the descriptor its worker answers on
+
+    def run(self) -> list[ExecResult]:
+        try:
+            while self.todo or self.held:
+                self._take_workers()
+                self._queue_next()
+                self._collect()
+        finally:  # interrupted: nobody will read these servers' answers, so they go
+            for held in self.held.values():
+                self.sandbox._forget(held.worker)
+                self._release(None)
+        return self.results
+
+    def _call(self) -> _Call:
+        index = self.todo.popleft()
+        code, stdin = self.jobs[index]
+        return _Call(index, {"code": code, "stdin": stdin, "limits": self.fields})
+
+    def _take_workers(self) -> None:
+        """A job for every worker that can be taken (all taken first: those that must start, start
+        side by side; another thread may hold some of them)."""
+        workers = self.sandbox._checkout_up_to(min(len(self.todo), self.width - len(self.held)), block=not self.held)
+        try:
+            while workers:
+                call = self._call()
+                call.job["ahead"] = self.sandbox._begin_call()
+                self._send(workers.pop(), call)
+        finally:
+            for worker in workers:  # interrupted before their jobs
+                self.sandbox._give_back(worker)
+
+    def _send(self, worker: _Worker, call: _Call) -> None:
+        """Make `call` the job that `worker` runs (it counts as a call in flight)."""
+        try:
+            sent = worker.send(call.job, time.monotonic() + self.limits.wall_time_s + _ANSWER_GRACE_S)
+        except WorkerError:  # it never started: its slot is free again
+            self.sandbox._forget(worker)
+            self._release(None)
+            raise
+        held = _Held(worker, deque([call]))
+        call.deadline = time.monotonic() + _STARTUP_TIMEOUT_S
+        if sent:
+            self.held[worker.output()] = held
+        else:
+            self._lost(held)
+
+    def _queue_next(self) -> None:
+        for held in self.held.values():
+            if self.todo and len(held.calls) == 1:
+                call = self._call()
+                call.job["ahead"] = self.sandbox._ahead()
+                if held.worker.send_queued(call.job):
+                    held.calls.append(call)
+                else:
+                    self.todo.appendleft(call.index)
+
+    def _collect(self) -> None:
+        """Wait until a worker has written or a deadline has passed, and handle what came."""
+        poller = select.poll()
+        for fd in self.held:
+            poller.register(fd, select.POLLIN)
+        wait = min(held.calls[0].deadline for held in self.held.values()) - time.monotonic()
+        ready = {fd for fd, _ in poller.poll(max(0.0, wait) * 1000)}
+        now = time.monotonic()
+        for fd, held in list(self.held.items()):
+            if fd in ready:
+                lines = held.worker.receive()
+            elif now >= held.calls[0].deadline:
+                lines = None
+            else:
+                continue
+            for line in [None] if lines is None else lines:  # None: the server is gone or hung
+                call = held.calls[0]
+                if line is None or not (call.started or _acknowledges(line)):
+                    del self.held[fd]
+                    self._lost(held)
+                    break
+                if not call.started:
+                    call.started, call.deadline = True, now + self.limits.wall_time_s + _ANSWER_GRACE_S
+                    continue
+                held.calls.popleft()
+                self.results[call.index] = Sandbox._result(line)
+                if held.calls:  # the job that waited behind it: the server reads it now
+                    held.calls[0].deadline = now + _STARTUP_TIMEOUT_S
+                    continue
+                del self.held[fd]
+                if self.todo:
+                    call = self._call()
+                    call.job["ahead"] = self.sandbox._ahead()
+                    self._send(held.worker, call)
+                else:
+                    self._release(held.worker)
+                break
+
+    def _lost(self, held: _Held) -> None:
+        """`held`'s server died, hung or never took its job. The job it ran (if it had started)
+        gets a crash result; one that never reached it is sent to a fresh worker, once; the job
+        waiting behind goes back to the list."""
+        call, *waiting = held.calls
+        self.todo.extendleft(c.index for c in reversed(waiting))
+        self.sandbox._forget(held.worker)
+        if call.started or call.retried:
+            self.results[call.index] = Sandbox._result(None)
+            self._release(None)
+            return
+        try:
+            worker = self.sandbox._start()
+        except BaseException:
+            self._release(None)
+            raise
+        call.retried = True
+        self._send(worker, call)
+
+    def _release(self, worker: _Worker | None) -> None:
+        """End a held worker's call in flight and give its slot back, with `worker` in it (None:
+        the slot's worker went)."""
+        self.sandbox._end_call()
+        self.sandbox._checkin(worker)
 
 
 _default: Sandbox | None = None
