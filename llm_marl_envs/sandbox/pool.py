@@ -310,8 +310,8 @@ class Sandbox:
     def run_many(self, jobs: list[tuple[str, str]], limits: SandboxLimits | None = None) -> list[ExecResult]:
         """Run (code, stdin) jobs concurrently over the workers; results in the order of `jobs`.
 
-        The calling thread drives the batch: it sends a job to every worker it holds and waits on
-        all their answers at once, giving the next job to the worker that answered (a thread per
+        The calling thread drives the batch (`_Batch`): every worker it holds runs a job, with the
+        next one waiting in its input, and all the answers are waited for at once (a thread per
         worker cost this process about twice the CPU time per short run)."""
         jobs = list(jobs)
         if len(jobs) <= 1:
