@@ -427,6 +427,33 @@ def test_close_during_a_run_kills_it_and_cleans_up():
     assert all(descendants(pid) == [] for pid in pids)
 
 
+def test_close_during_a_batch_kills_it_and_cleans_up():
+    """Closing the sandbox while a batch runs (two programs running, two jobs waiting behind them)
+    ends the batch with an error, kills its programs and leaves no worker or directory behind."""
+    sb = Sandbox(replace(LIMITS, wall_time_s=60.0), workers=2)
+    sb.run_many([("print(1)", "")] * 2)
+    bases, pids = [w.base for w in sb._live], sb._worker_pids()
+    outcome: list = []
+
+    def batch():
+        try:
+            outcome.append(sb.run_many([("import time\ntime.sleep(30)", "")] * 4))
+        except RuntimeError as exc:
+            outcome.append(exc)
+
+    thread = threading.Thread(target=batch)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not all(left_behind(pid, wait=0.2) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    sb.close()
+    thread.join(timeout=30)
+    assert not thread.is_alive() and len(outcome) == 1
+    assert isinstance(outcome[0], RuntimeError) and "closed" in str(outcome[0])
+    assert not any(os.path.exists(b) for b in bases) and all(descendants(pid) == [] for pid in pids)
+    assert sb._in_flight == 0 and not sb._live
+
+
 def test_a_forked_process_gets_its_own_workers(sandbox):
     sandbox.run_many([("print(1)", ""), ("print(2)", "")])  # the parent's batch threads exist: not the child's
     parent_pids = sandbox._worker_pids()
