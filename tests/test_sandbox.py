@@ -455,7 +455,7 @@ def test_close_during_a_batch_kills_it_and_cleans_up():
 
 
 def test_a_forked_process_gets_its_own_workers(sandbox):
-    sandbox.run_many([("print(1)", ""), ("print(2)", "")])  # the parent's batch threads exist: not the child's
+    sandbox.run_many([("print(1)", ""), ("print(2)", "")])  # the parent's workers are started: not the child's
     parent_pids = sandbox._worker_pids()
     read_end, write_end = os.pipe()
     pid = os.fork()
