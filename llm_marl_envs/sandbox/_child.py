@@ -20,11 +20,13 @@ defines no class in the fork server, so subclass walks find nothing of it either
 
 from __future__ import annotations
 
+import binascii
 import builtins
 import fcntl
 import io
 import json
 import linecache
+import marshal
 import math
 import os
 import resource
@@ -75,6 +77,7 @@ def enter(forked: tuple | None) -> tuple:
         namespace = _prepare_interpreter(prepared["streams"])
         if job is None:  # a spare: it was forked before its job came
             job = receive_job(0)
+        program = _program(job)
         _set_limits(job["limits"], no_processes=policy["no_processes"])
         # Tracebacks read the program's source through linecache: serve it from memory.
         linecache.cache["main.py"] = (len(job["code"]), None, job["code"].splitlines(True), "main.py")
@@ -83,14 +86,26 @@ def enter(forked: tuple | None) -> tuple:
     except BaseException as exc:  # report, never run the program half-confined
         os.write(2, f"{SETUP_MARK}{exc!r}\n".encode())
         os._exit(SETUP_FAILED_EXIT)
-    return (job["code"], namespace, *prepared["streams"][1:], policy["blocked_modules"], _guard.MARK,
+    return (program, namespace, *prepared["streams"][1:], policy["blocked_modules"], _guard.MARK,
             _guard.BLOCKED_EXIT)
 
 
 def receive_job(fd: int) -> dict:
     """The job at the start of `fd` (the child's stdin): an 8-byte length, then that many bytes of
-    JSON {"code", "limits", "guard"}. Reads exactly that much: the program's stdin follows."""
+    JSON {"code", "compiled", "limits", "guard"}. Reads exactly that much: the program's stdin follows."""
     return json.loads(_read_exactly(fd, int.from_bytes(_read_exactly(fd, 8), "little")))
+
+
+def _program(job: dict) -> str | types.CodeType:
+    """What `_run.run` executes: the code object the owner compiled from the program (unmarshalled
+    here, before the audit hook, which refuses marshal data), or the program's source, which
+    `_run.run` compiles."""
+    if "compiled" not in job:
+        return job["code"]
+    program = marshal.loads(binascii.a2b_base64(job["compiled"]))
+    if type(program) is not types.CodeType:
+        raise TypeError("the owner's compiled program is not a code object")
+    return program
 
 
 def _read_exactly(fd: int, size: int) -> bytes:

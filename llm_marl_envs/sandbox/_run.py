@@ -15,11 +15,14 @@ import sys
 import traceback
 
 
-def run(source: str, namespace: dict, stdout, stderr, blocked: tuple[str, ...], mark: str, blocked_exit: int) -> None:
-    """Compile and run `source` as `__main__`, then exit the way the interpreter would (never returns)."""
+def run(program, namespace: dict, stdout, stderr, blocked: tuple[str, ...], mark: str, blocked_exit: int) -> None:
+    """Run `program` (its source, compiled here, or the code object the owner compiled from it) as
+    `__main__`, then exit the way the interpreter would (never returns)."""
     code = 0
     try:
-        exec(compile(source, "main.py", "exec", dont_inherit=True), namespace)
+        if isinstance(program, str):
+            program = compile(program, "main.py", "exec", dont_inherit=True)
+        exec(program, namespace)
     except SystemExit as exc:
         code = _exit_code(exc, stderr)
     except BaseException as exc:

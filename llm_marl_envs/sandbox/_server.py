@@ -3,8 +3,10 @@
 Started by the supervisor (`_supervisor`), already confined: it runs as the user the programs run
 as, under the Landlock ruleset and the seccomp filter they run under. Protocol on stdin/stdout, one
 JSON object per line. The server first says {"layers": {...}} (the isolation layers this machine
-gives it). Then for each job {"code", "stdin", "limits", "ahead"} it answers {"started": true} at
-once and {"stdout", "stderr", "exit_code", "status"} when the job is done.
+gives it). Then for each job {"code", "compiled" (optional), "stdin", "limits", "ahead"} it
+answers {"started": true} at once and {"stdout", "stderr", "exit_code", "status"} when the job is
+done ("compiled": the code object the owner compiled from "code", which the child runs; see
+`_precompile`).
 
 Each job runs in a child forked from this warm interpreter (a few milliseconds instead of an
 interpreter start-up), in RUN_DIR: the one directory a program may write, emptied (and its
@@ -158,7 +160,7 @@ def supervise(job: dict, state: dict) -> tuple[str, object]:
             return "child", child
         data = b""
     else:  # the spare reads its job first (`_child.receive_job`)
-        order = json.dumps({"code": job["code"], "limits": job["limits"], "guard": job.get("guard", True)}).encode()
+        order = json.dumps({key: job[key] for key in ("code", "compiled", "limits", "guard") if key in job}).encode()
         data = len(order).to_bytes(8, "little") + order
     try:
         watch = _watch(child, data + job["stdin"].encode("utf-8", "replace"), job["limits"])

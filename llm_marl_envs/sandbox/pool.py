@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import array
 import atexit
+import fcntl
 import json
 import math
 import os
@@ -12,6 +14,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import termios
 import threading
 import time
 from collections import deque
@@ -21,6 +24,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ..core.cpus import available_cpus
+from ._precompile import precompiled
 from .limits import ExecResult, SandboxLimits
 
 _SUPERVISOR = str(Path(__file__).with_name("_supervisor.py"))
@@ -30,6 +34,8 @@ _CORES = available_cpus()
 _CLOSED = "this Sandbox is closed; create a new one (or use default_sandbox())"
 _STARTUP_TIMEOUT_S = 60.0
 _ANSWER_GRACE_S = 10.0
+_QUEUED_BYTES = 32_768
+"""The longest job line written behind a running job: half a pipe's default size (see `send_queued`)."""
 """Beyond the job's own wall-clock limit (which the server enforces), how long to wait for an
 answer before declaring the server hung."""
 
@@ -91,9 +97,12 @@ class _Worker:
         """Write one job; False if the server is gone or has not read it by `deadline`. Raises
         WorkerError if it never started."""
         self.layers  # noqa: B018 (its start-up first)
+        return self._write((json.dumps(job) + "\n").encode(), deadline)
+
+    def _write(self, data: bytes, deadline: float) -> bool:
         try:
             fd = self.proc.stdin.fileno()
-            view = memoryview((json.dumps(job) + "\n").encode())
+            view = memoryview(data)
             while view:
                 if not _ready(fd, select.POLLOUT, deadline):
                     return False
@@ -106,16 +115,21 @@ class _Worker:
         return True
 
     def send_queued(self, job: dict) -> bool:
-        """Write a job behind the one the server runs, which it reads once it has answered: only a
-        job whose line the pipe takes whole in one write now (PIPE_BUF bytes at most, and room for
-        them). Returns False, having written nothing, otherwise."""
+        """Write a job behind the one the server runs, which it reads once it has answered: only
+        when the pipe is empty (the server has read the job it runs) and the line at most
+        `_QUEUED_BYTES`, so that the write takes it whole at once. Returns False, having written
+        nothing, otherwise."""
         line = (json.dumps(job) + "\n").encode()
-        if len(line) > select.PIPE_BUF or not self.started:
+        fd = self.proc.stdin.fileno()
+        if len(line) > _QUEUED_BYTES or not self.started or _unread(fd) != 0:
             return False
         try:
-            return os.write(self.proc.stdin.fileno(), line) == len(line)  # all or nothing (POSIX)
-        except (OSError, ValueError):  # full, or the server is gone (its answer will say)
+            written = os.write(fd, line)
+        except (OSError, ValueError):  # the server is gone (the running job's answer will say)
             return False
+        if written < len(line):  # not expected of an empty pipe: the rest follows, waiting if need be
+            self._write(line[written:], time.monotonic() + _STARTUP_TIMEOUT_S)
+        return True
 
     def output(self) -> int:
         """The descriptor the server answers on (for a caller that waits on several workers)."""
@@ -182,12 +196,32 @@ class _Worker:
             time.sleep(0.05)
 
 
+def _job(code: str, stdin: str, limits: dict) -> dict:
+    """A job for a fork server: the program, compiled here where that gives what the child's compile
+    would (`_precompile`), its stdin and its limits."""
+    job = {"code": code, "stdin": stdin, "limits": limits}
+    compiled = precompiled(code)
+    if compiled is not None:
+        job["compiled"] = compiled
+    return job
+
+
 def _ready(fd: int, event: int, deadline: float) -> bool:
     """Wait until `fd` is ready for `event` (or has hung up) or `deadline` passes; poll, unlike
     select, takes descriptors of any number."""
     poller = select.poll()
     poller.register(fd, event)
     return bool(poller.poll(max(0.0, deadline - time.monotonic()) * 1000))
+
+
+def _unread(fd: int) -> int:
+    """Bytes written to the pipe `fd` and not read yet (-1 where it cannot say)."""
+    count = array.array("i", [0])
+    try:
+        fcntl.ioctl(fd, termios.FIONREAD, count, True)
+    except OSError:
+        return -1
+    return count[0]
 
 
 def _parse(line: bytes) -> dict | None:
@@ -277,7 +311,7 @@ class Sandbox:
         ready = self._take_prefetched(code, stdin, limits)
         if ready is not None:
             return ready
-        return self._submit({"code": code, "stdin": stdin, "limits": asdict(limits)}, limits)
+        return self._submit(_job(code, stdin, asdict(limits)), limits)
 
     @contextmanager
     def prefetched(self, jobs: list[tuple[str, str]], limits: SandboxLimits | None = None) -> Iterator[None]:
@@ -530,7 +564,7 @@ class _Batch:
     def _call(self) -> _Call:
         index = self.todo.popleft()
         code, stdin = self.jobs[index]
-        return _Call(index, {"code": code, "stdin": stdin, "limits": self.fields})
+        return _Call(index, _job(code, stdin, self.fields))
 
     def _take_workers(self) -> None:
         """A job for every worker that can be taken (all taken first: those that must start, start

@@ -1,0 +1,76 @@
+"""Programs compiled by the owner (owner side): the child runs the code object instead of compiling
+the program itself.
+
+A forked child compiles several times slower than a warm process (every page the compiler writes is
+a copy of one of the fork server's), and the environments compile every program in the owner anyway,
+to check it before they spend a process on it (`core.text.compile_error`). The owner's compile must
+give the child exactly what its own would and print nothing, so a program is compiled here only when
+it is short (this compile is outside the program's limits), compiles, and has none of the constructs
+for which Python warns while compiling: the child prints those SyntaxWarnings to the program's
+stderr, where they must stay. The check is conservative: a program that might warn is compiled by
+the child, as before.
+"""
+
+from __future__ import annotations
+
+import ast
+import binascii
+import marshal
+import re
+from functools import lru_cache
+
+MAX_CHARS = 16_384
+"""Longer programs are compiled by the child, under the program's limits."""
+
+_NUMBER_THEN_KEYWORD = re.compile(r"\d[\w.]*?(?:and|else|for|if|in|is|not|or)")
+"""The tokenizer warns of a number followed at once by a keyword ("invalid decimal literal"): here,
+any digit followed within a word by one (a superset, checked before anything is parsed)."""
+_PLAIN = (ast.Name, ast.Attribute, ast.Call, ast.Subscript)
+"""Expressions the compiler never folds into a constant nor warns of as callers or subscripted."""
+
+
+@lru_cache(maxsize=256)
+def precompiled(source: str) -> str | None:
+    """`compile(source, "main.py", "exec", dont_inherit=True)` as the child would make it, as
+    marshal data in base64; None where the child must compile the program itself."""
+    if len(source) > MAX_CHARS or _NUMBER_THEN_KEYWORD.search(source):
+        return None
+    try:
+        tree = compile(source, "main.py", "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
+        if _may_warn(tree):
+            return None
+        code = compile(tree, "main.py", "exec", dont_inherit=True, optimize=0)
+    except Exception:  # noqa: BLE001 (the child compiles it and reports the error as the interpreter would)
+        return None
+    return binascii.b2a_base64(marshal.dumps(code), newline=False).decode("ascii")
+
+
+def _may_warn(tree: ast.AST) -> bool:
+    """Whether compiling `tree` might warn: `is` with an operand that is or folds into a literal,
+    an assert of a tuple, a call or subscript of anything but a name, attribute, call or subscript
+    (the compiler's "is" with a literal, "assertion is always true", "not callable", "not
+    subscriptable" and "indices must be integers" warnings, each checked more widely than it warns)."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare):
+            if any(isinstance(op, (ast.Is, ast.IsNot)) for op in node.ops) \
+                    and not all(map(_plain_operand, (node.left, *node.comparators))):
+                return True
+        elif isinstance(node, ast.Assert):
+            if isinstance(node.test, (ast.Tuple, ast.Constant)):
+                return True
+        elif isinstance(node, ast.Call):
+            if not isinstance(node.func, _PLAIN):
+                return True
+        elif isinstance(node, ast.Subscript):
+            if not isinstance(node.value, _PLAIN):
+                return True
+    return False
+
+
+def _plain_operand(node: ast.expr) -> bool:
+    """A name, attribute, call, a subscript of one, or None, True, False, `...`: never a literal."""
+    while isinstance(node, ast.Subscript):
+        node = node.value
+    if isinstance(node, ast.Constant):
+        return any(node.value is singleton for singleton in (None, True, False, ...))
+    return isinstance(node, (ast.Name, ast.Attribute, ast.Call))
