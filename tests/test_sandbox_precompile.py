@@ -16,7 +16,8 @@ from llm_marl_envs.code.mutation import generate_mutants
 from llm_marl_envs.code.runner import HARNESS
 from llm_marl_envs.sandbox import Sandbox, SandboxLimits, pool
 
-from llm_marl_envs.sandbox._precompile import MAX_CHARS, precompiled
+from llm_marl_envs.sandbox import _precompile
+from llm_marl_envs.sandbox._precompile import MAX_CHARS, precompiled, seen_before
 
 LIMITS = SandboxLimits(wall_time_s=5.0, cpu_time_s=5.0, memory_mb=256, output_bytes=10_000)
 
@@ -95,12 +96,33 @@ PROGRAMS = [
 
 
 def test_a_program_runs_the_same_compiled_by_the_owner_or_by_the_child(monkeypatch):
+    """A program that runs again is compiled by the owner (the first run is compiled by the child):
+    every result is the same as the child's compile gives."""
+    sent: list[bool] = []
+    job = pool._job
+
+    def recording_job(code, stdin, limits):
+        made = job(code, stdin, limits)
+        sent.append("compiled" in made)
+        return made
+
+    monkeypatch.setattr(pool, "_job", recording_job)
     with Sandbox(LIMITS, workers=2) as sandbox:
-        owner = [sandbox.run(code, stdin) for code, stdin in PROGRAMS] + sandbox.run_many(PROGRAMS)
+        programs = [(code + f"\n# {id(sent)}", stdin) for code, stdin in PROGRAMS]  # new to this process
+        first = [sandbox.run(code, stdin) for code, stdin in programs]
+        again = [sandbox.run(code, stdin) for code, stdin in programs] + sandbox.run_many(programs)
+        assert not any(sent[:len(programs)]) and sum(sent[len(programs):]) >= 12
         monkeypatch.setattr(pool, "precompiled", lambda source: None)
-        child = [sandbox.run(code, stdin) for code, stdin in PROGRAMS] + sandbox.run_many(PROGRAMS)
-    assert owner == child
-    assert sum(precompiled(code) is not None for code, _ in PROGRAMS) >= 6
+        child = [sandbox.run(code, stdin) for code, stdin in programs] + sandbox.run_many(programs)
+    assert again == child and first == child[:len(programs)]
+
+
+def test_a_program_is_counted_as_seen_after_its_first_run():
+    source = f"print({id(LIMITS)} + 1)"
+    assert not seen_before(source) and seen_before(source) and seen_before(source)
+    for i in range(_precompile._SEEN_MAX + 1):  # the oldest is forgotten
+        seen_before(f"x = {i}")
+    assert not seen_before(source)
 
 
 def test_compiled_data_that_is_not_code_is_not_run():

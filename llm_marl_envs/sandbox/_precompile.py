@@ -8,7 +8,10 @@ give the child exactly what its own would and print nothing, so a program is com
 it is short (this compile is outside the program's limits), compiles, and has none of the constructs
 for which Python warns while compiling: the child prints those SyntaxWarnings to the program's
 stderr, where they must stay. The check is conservative: a program that might warn is compiled by
-the child, as before.
+the child, as before. The check and the compile cost the owner about what they save a child (1.6 ms
+against 1.2 ms for a 25-line program), so only a program that runs again is compiled here
+(`Sandbox` asks `seen_before`): a program the code environment runs on every test, or the same tool
+program in every branch of a rollout.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ import ast
 import binascii
 import marshal
 import re
+import threading
+from collections import OrderedDict
 from functools import lru_cache
 
 MAX_CHARS = 16_384
@@ -25,8 +30,25 @@ MAX_CHARS = 16_384
 _NUMBER_THEN_KEYWORD = re.compile(r"\d[\w.]*?(?:and|else|for|if|in|is|not|or)")
 """The tokenizer warns of a number followed at once by a keyword ("invalid decimal literal"): here,
 any digit followed within a word by one (a superset, checked before anything is parsed)."""
+_SEEN: OrderedDict[int, None] = OrderedDict()
+"""Hashes of the programs asked about lately (a collision only compiles a program here once early)."""
+_SEEN_MAX = 4096
+_SEEN_LOCK = threading.Lock()
 _PLAIN = (ast.Name, ast.Attribute, ast.Call, ast.Subscript)
 """Expressions the compiler never folds into a constant nor warns of as callers or subscripted."""
+
+
+def seen_before(source: str) -> bool:
+    """Whether this program was asked about before (of the last `_SEEN_MAX` ones); counts this time."""
+    key = hash(source)
+    with _SEEN_LOCK:
+        if key in _SEEN:
+            _SEEN.move_to_end(key)
+            return True
+        _SEEN[key] = None
+        if len(_SEEN) > _SEEN_MAX:
+            _SEEN.popitem(last=False)
+        return False
 
 
 @lru_cache(maxsize=256)
