@@ -8,7 +8,7 @@ give the child exactly what its own would and print nothing, so a program is com
 it is short (this compile is outside the program's limits), compiles, and has none of the constructs
 for which Python warns while compiling: the child prints those SyntaxWarnings to the program's
 stderr, where they must stay. The check is conservative: a program that might warn is compiled by
-the child, as before. The check and the compile cost the owner about what they save a child (1.6 ms
+the child, as before. The check and the compile cost the owner more than they save a child (1.6 ms
 against 1.2 ms for a 25-line program), so only a program that runs again is compiled here
 (`Sandbox` asks `seen_before`): a program the code environment runs on every test, or the same tool
 program in every branch of a rollout.
