@@ -11,7 +11,9 @@ stderr, where they must stay. The check is conservative: a program that might wa
 the child, as before. The check and the compile cost the owner more than they save a child (1.6 ms
 against 1.2 ms for a 25-line program), so only a program that runs again is compiled here
 (`Sandbox` asks `seen_before`): a program the code environment runs on every test, or the same tool
-program in every branch of a rollout.
+program in every branch of a rollout. Which constructs warn changes between Python versions (3.12
+warns of invalid escape sequences, for one): the check is the one of Python 3.11, and on any other
+version every program is compiled by the child.
 """
 
 from __future__ import annotations
@@ -20,10 +22,13 @@ import ast
 import binascii
 import marshal
 import re
+import sys
 import threading
 from collections import OrderedDict
 from functools import lru_cache
 
+SUPPORTED = sys.version_info[:2] == (3, 11)
+"""The Python whose compile-time warnings `_may_warn` and `_NUMBER_THEN_KEYWORD` cover."""
 MAX_CHARS = 16_384
 """Longer programs are compiled by the child, under the program's limits."""
 
@@ -55,7 +60,7 @@ def seen_before(source: str) -> bool:
 def precompiled(source: str) -> str | None:
     """`compile(source, "main.py", "exec", dont_inherit=True)` as the child would make it, as
     marshal data in base64; None where the child must compile the program itself."""
-    if len(source) > MAX_CHARS or _NUMBER_THEN_KEYWORD.search(source):
+    if not SUPPORTED or len(source) > MAX_CHARS or _NUMBER_THEN_KEYWORD.search(source):
         return None
     try:
         tree = compile(source, "main.py", "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
