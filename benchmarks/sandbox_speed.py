@@ -1,7 +1,7 @@
 """Sandbox speed: per-call latency of our Sandbox against PettingLLMs' fresh interpreter per
 program, side by side in one run (issue: Performance).
 
-    python benchmarks/sandbox_speed.py --base c25bd86~1 --peers /tmp/peers/bin/python --pettingllms /tmp/peers_src --write benchmarks.md
+    python benchmarks/sandbox_speed.py --base c25bd86~1 --rounds 15 --calls 100 --peers /tmp/peers/bin/python --pettingllms /tmp/peers_src --write benchmarks.md
 
 Two programs: a trivial one (`print(1)`) and a small realistic one (a Plan-Path tool program: a
 breadth-first search on a 10x10 grid that prints the move list). Each is run one call at a time
@@ -37,7 +37,7 @@ them, as said above):
 
     python3 -m venv /tmp/peers
     git clone --depth 1 https://github.com/pettingllms-ai/PettingLLMs /tmp/peers_src
-    python benchmarks/sandbox_speed.py --base c25bd86~1 --rounds 9 --peers /tmp/peers/bin/python --pettingllms /tmp/peers_src
+    python benchmarks/sandbox_speed.py --base c25bd86~1 --rounds 15 --calls 100 --peers /tmp/peers/bin/python --pettingllms /tmp/peers_src
 """
 
 from __future__ import annotations

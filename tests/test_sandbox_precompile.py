@@ -142,3 +142,29 @@ def test_compiled_data_that_is_not_code_is_not_run():
         result = sandbox._submit(job, LIMITS)
         assert result.status == "crash" and "[sandbox] setup failed: " in result.stderr and result.stdout == ""
         assert sandbox.run("print(2)").stdout == "2\n"
+
+
+@only_311
+def test_a_batch_of_new_programs_leaves_each_to_the_child(monkeypatch):
+    """A job a batch could not yet queue behind a running one keeps the call it made: its program
+    still counts as run once, so the child compiles it (the owner's compile costs more than it
+    saves for a program run once)."""
+    sent: list[bool] = []  # whether each job that reached a server carried the owner's code
+    send, send_queued = pool._Worker.send, pool._Worker.send_queued
+
+    def recording_send(worker, job, deadline):
+        sent.append("compiled" in job)
+        return send(worker, job, deadline)
+
+    def recording_send_queued(worker, job):
+        queued = send_queued(worker, job)
+        if queued:
+            sent.append("compiled" in job)
+        return queued
+
+    monkeypatch.setattr(pool._Worker, "send", recording_send)
+    monkeypatch.setattr(pool._Worker, "send_queued", recording_send_queued)
+    with Sandbox(LIMITS, workers=2) as sandbox:
+        programs = [(f"import time\ntime.sleep(0.05)\nprint({i}, {id(sent)})", "") for i in range(8)]
+        assert [r.stdout.split()[0] for r in sandbox.run_many(programs)] == [str(i) for i in range(8)]
+    assert sent == [False] * 8

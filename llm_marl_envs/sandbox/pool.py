@@ -34,10 +34,10 @@ _CORES = available_cpus()
 _CLOSED = "this Sandbox is closed; create a new one (or use default_sandbox())"
 _STARTUP_TIMEOUT_S = 60.0
 _ANSWER_GRACE_S = 10.0
-_QUEUED_BYTES = 32_768
-"""The longest job line written behind a running job: half a pipe's default size (see `send_queued`)."""
 """Beyond the job's own wall-clock limit (which the server enforces), how long to wait for an
 answer before declaring the server hung."""
+_QUEUED_BYTES = 32_768
+"""The longest job line written behind a running job: half a pipe's default size (see `send_queued`)."""
 
 
 class WorkerError(RuntimeError):
@@ -114,14 +114,18 @@ class _Worker:
             return False
         return True
 
+    def takes_queued(self) -> bool:
+        """Whether a job may be written behind the one the server runs: it has read that one (the
+        pipe is empty), so that a line of at most `_QUEUED_BYTES` goes in whole at once."""
+        return self.started and _unread(self.proc.stdin.fileno()) == 0
+
     def send_queued(self, job: dict) -> bool:
-        """Write a job behind the one the server runs, which it reads once it has answered: only
-        when the pipe is empty (the server has read the job it runs) and the line at most
-        `_QUEUED_BYTES`, so that the write takes it whole at once. Returns False, having written
-        nothing, otherwise."""
+        """Write a job behind the one the server runs, which it reads once it has answered (call
+        when `takes_queued`). Returns False, having written nothing, for a line longer than
+        `_QUEUED_BYTES` or a server that is gone."""
         line = (json.dumps(job) + "\n").encode()
         fd = self.proc.stdin.fileno()
-        if len(line) > _QUEUED_BYTES or not self.started or _unread(fd) != 0:
+        if len(line) > _QUEUED_BYTES:
             return False
         try:
             written = os.write(fd, line)
@@ -244,6 +248,7 @@ class _Call:
     deadline: float = math.inf  # for the server's acknowledgement, then for its answer (once it runs)
     started: bool = False
     retried: bool = False
+    queueable: bool = True  # False once its line proved too long to wait behind a running job
 
 
 @dataclass
@@ -548,6 +553,7 @@ class _Batch:
         self.todo = deque(i for i, result in enumerate(self.results) if result is None)
         self.fields = asdict(limits)
         self.held: dict[int, _Held] = {}  # by the descriptor its worker answers on
+        self.returned: dict[int, _Call] = {}  # calls made and back in the list (never sent, or never started)
 
     def run(self) -> list[ExecResult]:
         try:
@@ -557,14 +563,23 @@ class _Batch:
                 self._collect()
         finally:  # interrupted: nobody will read these servers' answers, so they go
             for held in self.held.values():
-                self.sandbox._forget(held.worker)
-                self._release(None)
+                self._drop(held.worker)
         return self.results
 
     def _call(self) -> _Call:
+        """The next job's call, made once (its program counts as seen once: `_job`)."""
         index = self.todo.popleft()
+        if index in self.returned:
+            return self.returned.pop(index)
         code, stdin = self.jobs[index]
         return _Call(index, _job(code, stdin, self.fields))
+
+    def _put_back(self, calls: list[_Call]) -> None:
+        """Return calls that never started to the front of the list, in order."""
+        for call in reversed(calls):
+            call.started, call.deadline = False, math.inf
+            self.returned[call.index] = call
+            self.todo.appendleft(call.index)
 
     def _take_workers(self) -> None:
         """A job for every worker that can be taken (all taken first: those that must start, start
@@ -584,8 +599,7 @@ class _Batch:
         try:
             sent = worker.send(call.job, time.monotonic() + self.limits.wall_time_s + _ANSWER_GRACE_S)
         except WorkerError:  # it never started: its slot is free again
-            self.sandbox._forget(worker)
-            self._release(None)
+            self._drop(worker)
             raise
         held = _Held(worker, deque([call]))
         call.deadline = time.monotonic() + _STARTUP_TIMEOUT_S
@@ -596,13 +610,18 @@ class _Batch:
 
     def _queue_next(self) -> None:
         for held in self.held.values():
-            if self.todo and len(held.calls) == 1:
+            head = self.returned.get(self.todo[0]) if self.todo else None
+            if not self.todo or (head is not None and not head.queueable):
+                return
+            if len(held.calls) == 1 and held.worker.takes_queued():
                 call = self._call()
                 call.job["ahead"] = self.sandbox._ahead()
                 if held.worker.send_queued(call.job):
                     held.calls.append(call)
-                else:
-                    self.todo.appendleft(call.index)
+                else:  # too long (or the server is gone): it goes to the next worker that answers
+                    call.queueable = False
+                    self._put_back([call])
+                    return
 
     def _collect(self) -> None:
         """Wait until a worker has written or a deadline has passed, and handle what came."""
@@ -647,12 +666,12 @@ class _Batch:
         gets a crash result; one that never reached it is sent to a fresh worker, once; the job
         waiting behind goes back to the list."""
         call, *waiting = held.calls
-        self.todo.extendleft(c.index for c in reversed(waiting))
-        self.sandbox._forget(held.worker)
+        self._put_back(waiting)
         if call.started or call.retried:
             self.results[call.index] = Sandbox._result(None)
-            self._release(None)
+            self._drop(held.worker)
             return
+        self.sandbox._forget(held.worker)
         try:
             worker = self.sandbox._start()
         except BaseException:
@@ -660,6 +679,11 @@ class _Batch:
             raise
         call.retried = True
         self._send(worker, call)
+
+    def _drop(self, worker: _Worker) -> None:
+        """A held worker that goes (dead, hung, or nobody will read it): its slot is free again."""
+        self.sandbox._forget(worker)
+        self._release(None)
 
     def _release(self, worker: _Worker | None) -> None:
         """End a held worker's call in flight and give its slot back, with `worker` in it (None:
