@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import random
+import zlib
+
+import numpy as np
 import pytest
 from pettingzoo.test import api_test, render_test, seed_test
 
@@ -10,7 +14,7 @@ from agents import run_episode
 from agents.garbage import GarbageAgent
 from agents.oracle import make_oracle
 from agents.random_agent import RandomAgent
-from llm_marl_envs.core.instances import SPLITS, draw_instance, instance_hash, split_of
+from llm_marl_envs.core.instances import SPLITS, draw_instance, instance_hash, instance_rng, split_of
 
 ENVS = sorted(llm_marl_envs.registry.available())
 VARIANTS = {name: dict(llm_marl_envs.registry.get(name).variants) for name in ENVS}
@@ -126,6 +130,28 @@ def test_fork_is_independent(name):
     assert child.agent_selection != env.agent_selection or child.transcript != env.transcript
     # The fork shares tool runtimes, not state.
     assert child._shared_runtimes() == env._shared_runtimes()
+
+
+def test_instance_rng_is_default_rngs_generator_of_the_documented_seed_sequence():
+    """instance_rng hands numpy the entropy as uint32 words (it is cheaper): every generator must be
+    `default_rng(SeedSequence([crc32(name), split index, seed mod 2**48, attempt]))`'s, seeds of one
+    and two words and attempts past 2**32 included, and spawn the same children."""
+    draw = random.Random(0)
+    for i in range(3000):
+        name, split = draw.choice(["plan_path", "sudoku", "sokoban", "x"]), draw.choice(SPLITS)
+        seed = draw.choice([draw.randrange(2000), draw.getrandbits(40), draw.getrandbits(70), -draw.randrange(1, 10**9), 0,
+                            2**32 - 1, 2**32, 2**48 - 1, 2**48])
+        attempt = draw.choice([0, 1, draw.randrange(2000), 2**32 - 1, 2**32 + 5, 2**70])
+        entropy = [zlib.crc32(name.encode()), SPLITS.index(split), seed & (2**48 - 1), attempt]
+        expected, got = np.random.default_rng(np.random.SeedSequence(entropy)), instance_rng(name, split, seed, attempt)
+        assert got.bit_generator.state == expected.bit_generator.state, entropy
+        if i < 50:
+            assert [c.random() for c in got.spawn(2)] == [c.random() for c in expected.spawn(2)]
+            assert got.random(3).tolist() == expected.random(3).tolist()
+    with pytest.raises(ValueError, match="attempt"):
+        instance_rng("x", "train", 0, -1)
+    with pytest.raises(ValueError):  # numpy refuses it too
+        np.random.SeedSequence([0, 0, 0, -1])
 
 
 def test_a_keys_split_is_its_hash_bucket():

@@ -54,9 +54,23 @@ def split_of(key: str) -> str:
     return _SPLIT_OF_BUCKET[int.from_bytes(hashlib.sha256(key.encode()).digest()[:4], "big") % 10]
 
 
+_M32 = 0xFFFFFFFF
+
+
+def _words(n: int) -> list[int]:
+    """The uint32 words of a non-negative int as numpy's SeedSequence splits it, low word first."""
+    return [n] if n <= _M32 else [n & _M32, *_words(n >> 32)]
+
+
 def instance_rng(env_name: str, split: str, seed: int, attempt: int = 0) -> np.random.Generator:
-    entropy = [zlib.crc32(env_name.encode()), _SPLIT_IDS[check_split(split)], int(seed) & 0xFFFFFFFFFFFF, attempt]
-    return np.random.Generator(np.random.PCG64(np.random.SeedSequence(entropy)))  # default_rng's stream, cheaper
+    """The generator of `np.random.default_rng(SeedSequence([crc32(env_name), split index, seed mod 2**48,
+    attempt]))`: the same stream, made without numpy's per-int conversion of that list (~2 µs of ~9)."""
+    if attempt < 0:
+        raise ValueError(f"attempt must be >= 0, got {attempt}")
+    # The uint32 words numpy makes of that list (each int low word first; 0 is one word): given them
+    # as an array, SeedSequence skips its per-int conversion in Python and pools the same entropy.
+    words = [zlib.crc32(env_name.encode()), _SPLIT_IDS[check_split(split)], *_words(int(seed) & 0xFFFFFFFFFFFF), *_words(int(attempt))]
+    return np.random.Generator(np.random.PCG64(np.random.SeedSequence(np.array(words, dtype=np.uint32))))
 
 
 def draw_instance(env_name: str, split: str, seed: int, make: Callable[[np.random.Generator], T]) -> T:
