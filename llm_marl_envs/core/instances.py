@@ -69,7 +69,8 @@ def instance_rng(env_name: str, split: str, seed: int, attempt: int = 0) -> np.r
         raise ValueError(f"attempt must be >= 0, got {attempt}")
     # The uint32 words numpy makes of that list (each int low word first; 0 is one word): given them
     # as an array, SeedSequence skips its per-int conversion in Python and pools the same entropy.
-    words = [zlib.crc32(env_name.encode()), _SPLIT_IDS[check_split(split)], *_words(int(seed) & 0xFFFFFFFFFFFF), *_words(int(attempt))]
+    words = [zlib.crc32(env_name.encode()), _SPLIT_IDS[check_split(split)],
+             *_words(int(seed) & 0xFFFFFFFFFFFF), *_words(int(attempt))]
     return np.random.Generator(np.random.PCG64(np.random.SeedSequence(np.array(words, dtype=np.uint32))))
 
 
