@@ -5,7 +5,8 @@ Model output is untrusted: only `json`, `ast.literal_eval`, a bracket scanner an
 error string, never raised. Tolerated around the answer: any surrounding text, markdown fences,
 Python tuples `(r, c, v)`, single quotes, trailing commas, `null` for a blank in a grid, and a grid
 written as strings of digits (`["12.4", ...]`, `.` or `0` for a blank). The first top-level `[...]`
-that holds a grid or a step list is the answer. The final-answer marker `####` is handled by `core.text.extract_final_answer`.
+that holds a grid or a step list is the answer. The final-answer marker `####` is handled by
+`core.text.extract_final_answer`.
 
 Structure is checked here; ranges (1..N, indices in bounds) and clues are checked by `rules`
 (a grid the one-digit reader read is known to be in range: `SudokuAnswer.in_range`).
