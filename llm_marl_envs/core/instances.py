@@ -64,7 +64,7 @@ def _words(n: int) -> list[int]:
 
 def instance_rng(env_name: str, split: str, seed: int, attempt: int = 0) -> np.random.Generator:
     """The generator of `np.random.default_rng(SeedSequence([crc32(env_name), split index, seed mod 2**48,
-    attempt]))`: the same stream, made without numpy's per-int conversion of that list (~2 µs of ~9)."""
+    attempt]))`: the same stream, made without numpy's per-int conversion of that list in Python."""
     if attempt < 0:
         raise ValueError(f"attempt must be >= 0, got {attempt}")
     # The uint32 words numpy makes of that list (each int low word first; 0 is one word): given them
