@@ -133,7 +133,8 @@ def test_fork_is_independent(name):
 
 
 def test_instance_rng_is_default_rngs_generator_of_the_documented_seed_sequence():
-    """instance_rng hands numpy the entropy as uint32 words (it is cheaper): every generator must be
+    """instance_rng hands numpy the entropy as uint32 words and computes PCG64's seeding words itself (it
+    is cheaper): every generator must be
     `default_rng(SeedSequence([crc32(name), split index, seed mod 2**48, attempt]))`'s, seeds of one
     and two words and attempts past 2**32 included, and spawn the same children."""
     draw = random.Random(0)
@@ -146,6 +147,10 @@ def test_instance_rng_is_default_rngs_generator_of_the_documented_seed_sequence(
         expected, got = np.random.default_rng(np.random.SeedSequence(entropy)), instance_rng(name, split, seed, attempt)
         assert got.bit_generator.state == expected.bit_generator.state, entropy
         if i < 50:
+            # instance_rng computes PCG64's seeding words (4 uint64) itself; other requests are numpy's.
+            mine, numpys = got.bit_generator.seed_seq, expected.bit_generator.seed_seq
+            for n_words, dtype in ((4, np.uint64), (3, np.uint64), (4, np.uint32), (9, np.uint32)):
+                assert mine.generate_state(n_words, dtype).tolist() == numpys.generate_state(n_words, dtype).tolist()
             assert [c.random() for c in got.spawn(2)] == [c.random() for c in expected.spawn(2)]
             assert got.random(3).tolist() == expected.random(3).tolist()
     with pytest.raises(ValueError, match="attempt"):

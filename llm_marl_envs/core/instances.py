@@ -62,16 +62,35 @@ def _words(n: int) -> list[int]:
     return [n] if n <= _M32 else [n & _M32, *_words(n >> 32)]
 
 
+# numpy's SeedSequence.generate_state constants (INIT_B, MULT_B): the hash multiplier before and after each word.
+_STATE_HASH = tuple((0x8B51F9DD * 0x58F38DED**i & _M32, 0x8B51F9DD * 0x58F38DED ** (i + 1) & _M32) for i in range(8))
+
+
+class _InstanceSeed(np.random.SeedSequence):
+    """numpy's SeedSequence, with the one call PCG64 makes, `generate_state(4, np.uint64)`, done on
+    Python ints (numpy's generic version loops over numpy scalars, a large part of a new generator's
+    cost). The same words by numpy's algorithm: each pool word in turn (cycling) hashed with the next
+    multiplier, two uint32 words to a uint64, low word first. Any other call is numpy's own."""
+
+    def generate_state(self, n_words, dtype=np.uint32):
+        if n_words != 4 or dtype is not np.uint64:
+            return super().generate_state(n_words, dtype)
+        words = iter([(v := (word ^ before) * after & _M32) ^ v >> 16
+                      for word, (before, after) in zip(self.pool.tolist() * 2, _STATE_HASH)])
+        return np.array([low | high << 32 for low, high in zip(words, words)], dtype=np.uint64)
+
+
 def instance_rng(env_name: str, split: str, seed: int, attempt: int = 0) -> np.random.Generator:
     """The generator of `np.random.default_rng(SeedSequence([crc32(env_name), split index, seed mod 2**48,
-    attempt]))`: the same stream, made without numpy's per-int conversion of that list in Python."""
+    attempt]))`: the same stream, made without numpy's per-int conversion of that list in Python and
+    with PCG64's seeding words from `_InstanceSeed`."""
     if attempt < 0:
         raise ValueError(f"attempt must be >= 0, got {attempt}")
     # The uint32 words numpy makes of that list (each int low word first; 0 is one word): given them
     # as an array, SeedSequence skips its per-int conversion in Python and pools the same entropy.
     words = [zlib.crc32(env_name.encode()), _SPLIT_IDS[check_split(split)],
              *_words(int(seed) & 0xFFFFFFFFFFFF), *_words(int(attempt))]
-    return np.random.Generator(np.random.PCG64(np.random.SeedSequence(np.array(words, dtype=np.uint32))))
+    return np.random.Generator(np.random.PCG64(_InstanceSeed(np.array(words, dtype=np.uint32))))
 
 
 def draw_instance(env_name: str, split: str, seed: int, make: Callable[[np.random.Generator], T]) -> T:

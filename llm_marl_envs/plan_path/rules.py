@@ -91,13 +91,13 @@ def shortest_length(free: int, height: int, width: int, source: int, target: int
     """
     not_first, not_last = _column_masks(height, width)
     goal, frontier = 1 << target, 1 << source
-    seen, moves = frontier, 0
+    unseen, moves = free & ~frontier, 0  # free cells not reached yet
     while frontier:
         if frontier & goal:
             return moves
         frontier = ((frontier >> width) | (frontier << width) | ((frontier & not_first) >> 1)
-                    | ((frontier & not_last) << 1)) & free & ~seen
-        seen |= frontier
+                    | ((frontier & not_last) << 1)) & unseen
+        unseen ^= frontier  # the new layer is in `unseen`: clear its bits
         moves += 1
     return -1
 
