@@ -133,10 +133,10 @@ def test_fork_is_independent(name):
 
 
 def test_instance_rng_is_default_rngs_generator_of_the_documented_seed_sequence():
-    """instance_rng hands numpy the entropy as uint32 words and computes PCG64's seeding words itself (it
-    is cheaper): every generator must be
-    `default_rng(SeedSequence([crc32(name), split index, seed mod 2**48, attempt]))`'s, seeds of one
-    and two words and attempts past 2**32 included, and spawn the same children."""
+    """instance_rng hands numpy the entropy as uint32 words and computes PCG64's seeding words itself
+    (it is cheaper): every generator must be `default_rng(SeedSequence([crc32(name), split index, seed
+    mod 2**48, attempt]))`'s, seeds of one and two words and attempts past 2**32 included, and spawn the
+    same children."""
     draw = random.Random(0)
     for i in range(3000):
         name, split = draw.choice(["plan_path", "sudoku", "sokoban", "x"]), draw.choice(SPLITS)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import zlib
 from collections.abc import Callable
+from itertools import cycle
 from typing import Protocol, TypeVar
 
 import numpy as np
@@ -76,7 +77,7 @@ class _InstanceSeed(np.random.SeedSequence):
         if n_words != 4 or dtype is not np.uint64:
             return super().generate_state(n_words, dtype)
         words = iter([(v := (word ^ before) * after & _M32) ^ v >> 16
-                      for word, (before, after) in zip(self.pool.tolist() * 2, _STATE_HASH)])
+                      for word, (before, after) in zip(cycle(self.pool.tolist()), _STATE_HASH)])
         return np.array([low | high << 32 for low, high in zip(words, words)], dtype=np.uint64)
 
 
