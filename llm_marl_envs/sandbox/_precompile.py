@@ -1,19 +1,18 @@
 """Programs compiled by the owner (owner side): the child runs the code object instead of compiling
 the program itself.
 
-A forked child compiles several times slower than a warm process (every page the compiler writes is
-a copy of one of the fork server's), and the environments compile every program in the owner anyway,
-to check it before they spend a process on it (`core.text.compile_error`). The owner's compile must
-give the child exactly what its own would and print nothing, so a program is compiled here only when
-it is short (this compile is outside the program's limits), compiles, and has none of the constructs
-for which Python warns while compiling: the child prints those SyntaxWarnings to the program's
-stderr, where they must stay. The check is conservative: a program that might warn is compiled by
-the child, as before. The check and the compile cost the owner more than they save a child (1.6 ms
-against 1.2 ms for a 25-line program), so only a program that runs again is compiled here
-(`Sandbox` asks `seen_before`): a program the code environment runs on every test, or the same tool
-program in every branch of a rollout. Which constructs warn changes between Python versions (3.12
-warns of invalid escape sequences, for one): the check is the one of Python 3.11, and on any other
-version every program is compiled by the child.
+A forked child compiles slowly (every page the compiler writes is a copy of one of the fork
+server's), and the environments compile every program in the owner anyway, to check it before they
+spend a process on it (`core.text.compile_error`). The owner's compile must give the child exactly
+what its own would and print nothing, so a program is compiled here only when it is short (this
+compile is outside the program's limits), compiles, and has none of the constructs for which Python
+warns while compiling: the child prints those SyntaxWarnings to the program's stderr, where they
+must stay. The check is conservative: a program that might warn is compiled by the child, as before.
+The check and the compile cost the owner more than they save one child, so only a program that runs
+again is compiled here (`Sandbox` asks `seen_before`): a program the code environment runs on every
+test, or the same tool program in every branch of a rollout. Which constructs warn changes between
+Python versions (3.12 warns of invalid escape sequences, for one): the check is the one of Python
+3.11, and on any other version every program is compiled by the child.
 """
 
 from __future__ import annotations
