@@ -15,7 +15,6 @@ from __future__ import annotations
 import hashlib
 import zlib
 from collections.abc import Callable
-from itertools import cycle
 from typing import Protocol, TypeVar
 
 import numpy as np
@@ -76,9 +75,9 @@ class _InstanceSeed(np.random.SeedSequence):
     def generate_state(self, n_words, dtype=np.uint32):
         if n_words != 4 or dtype is not np.uint64:
             return super().generate_state(n_words, dtype)
-        words = iter([(v := (word ^ before) * after & _M32) ^ v >> 16
-                      for word, (before, after) in zip(cycle(self.pool.tolist()), _STATE_HASH)])
-        return np.array([low | high << 32 for low, high in zip(words, words)], dtype=np.uint64)
+        pool = self.pool.tolist() * 8  # cycled: zip takes the first 8 words
+        h = [(v := (word ^ before) * after & _M32) ^ v >> 16 for word, (before, after) in zip(pool, _STATE_HASH)]
+        return np.array([h[0] | h[1] << 32, h[2] | h[3] << 32, h[4] | h[5] << 32, h[6] | h[7] << 32], dtype=np.uint64)
 
 
 def instance_rng(env_name: str, split: str, seed: int, attempt: int = 0) -> np.random.Generator:
@@ -87,11 +86,20 @@ def instance_rng(env_name: str, split: str, seed: int, attempt: int = 0) -> np.r
     with PCG64's seeding words from `_InstanceSeed`."""
     if attempt < 0:
         raise ValueError(f"attempt must be >= 0, got {attempt}")
-    # The uint32 words numpy makes of that list (each int low word first; 0 is one word): given them
-    # as an array, SeedSequence skips its per-int conversion in Python and pools the same entropy.
-    words = [zlib.crc32(env_name.encode()), _SPLIT_IDS[check_split(split)],
-             *_words(int(seed) & 0xFFFFFFFFFFFF), *_words(int(attempt))]
-    return np.random.Generator(np.random.PCG64(_InstanceSeed(np.array(words, dtype=np.uint32))))
+    return _rng(_entropy(env_name, split, seed), int(attempt))
+
+
+def _entropy(env_name: str, split: str, seed: int) -> list[int]:
+    """The uint32 words numpy makes of [crc32(env_name), split index, seed mod 2**48] (each int low
+    word first; 0 is one word): given them as an array, SeedSequence skips its per-int conversion in
+    Python and pools the same entropy."""
+    return [zlib.crc32(env_name.encode()), _SPLIT_IDS[check_split(split)], *_words(int(seed) & 0xFFFFFFFFFFFF)]
+
+
+def _rng(entropy: list[int], attempt: int) -> np.random.Generator:
+    """`instance_rng` of the candidate `attempt` (>= 0) from `_entropy`'s words."""
+    words = np.array([*entropy, *_words(attempt)], dtype=np.uint32)
+    return np.random.Generator(np.random.PCG64(_InstanceSeed(words)))
 
 
 def draw_instance(env_name: str, split: str, seed: int, make: Callable[[np.random.Generator], T]) -> T:
@@ -100,9 +108,9 @@ def draw_instance(env_name: str, split: str, seed: int, make: Callable[[np.rando
     `make(rng)` builds one candidate (already verified solvable by the caller's generator);
     candidates whose key belongs to another split are rejected.
     """
-    check_split(split)
+    entropy = _entropy(env_name, split, seed)
     for attempt in range(MAX_ATTEMPTS):
-        candidate = make(instance_rng(env_name, split, seed, attempt))
+        candidate = make(_rng(entropy, attempt))
         if split_of(candidate.key()) == split:
             return candidate
     raise ValueError(

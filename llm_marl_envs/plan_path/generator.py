@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from itertools import repeat
+from functools import lru_cache
 
 import numpy as np
 
+from ..core.records import fast_init
 from .rules import Cell, Grid, shortest_length
 
 
@@ -33,6 +34,7 @@ class PlanPathConfig:
             raise ValueError("max_path_length must be >= min_path_length")
 
 
+@fast_init
 @dataclass(frozen=True)
 class PlanPathInstance:
     grid: Grid
@@ -51,6 +53,12 @@ class PlanPathInstance:
 
 
 MAX_TRIES = 10_000
+
+
+@lru_cache(maxsize=16)
+def _cells(height: int, width: int) -> tuple[Cell, ...]:
+    """(row, column) of every flat cell index, row-major."""
+    return tuple(divmod(i, width) for i in range(height * width))
 
 
 def two_distinct(rng: np.random.Generator, n: int) -> tuple[int, int]:
@@ -79,6 +87,7 @@ def generate(rng: np.random.Generator, config: PlanPathConfig) -> PlanPathInstan
             continue
         if config.max_path_length is not None and length > config.max_path_length:
             continue
-        walls = frozenset(map(divmod, (~open_cells).nonzero()[0].tolist(), repeat(w)))
-        return PlanPathInstance(Grid(h, w, walls), divmod(start, w), divmod(goal, w), length)
+        cells = _cells(h, w)
+        walls = frozenset(map(cells.__getitem__, (~open_cells).nonzero()[0].tolist()))
+        return PlanPathInstance(Grid(h, w, walls), cells[start], cells[goal], length)
     raise ValueError(f"no Plan-Path instance satisfies {config} in {MAX_TRIES} tries; lower wall_density or min_path_length")

@@ -6,10 +6,13 @@ from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from typing import NamedTuple
 
+from ..core.records import fast_init
+
 Cell = tuple[int, int]
 MOVES: dict[str, Cell] = {"U": (-1, 0), "D": (1, 0), "L": (0, -1), "R": (0, 1)}
 
 
+@fast_init
 @dataclass(frozen=True)
 class Grid:
     height: int
