@@ -324,15 +324,16 @@ def table(before: list[dict[str, float]], after: list[dict[str, float]], base: s
             rates.append(f"{label}: {1e6 / b[1]:,.0f} -> {1e6 / a[1]:,.0f} instances/s")
     text = "\n".join(lines) + "\n\nInstances per second (medians): " + "; ".join(rates) + "."
     if peers:
-        text += ("\n\nInstance generation against reasoning-gym (same rounds; items generated on access):\n\n"
-                 "| our task | reasoning-gym task (config) | reasoning-gym instances/s (median) | ours, base | ours, this tree "
-                 "| this tree / reasoning-gym rate |\n|---|---|---|---|---|---|\n")
+        text += ("\n\nInstance generation against reasoning-gym (same rounds; items generated on access; a round's "
+                 "rate is its instances over its time, the best round's and the median round's):\n\n"
+                 "| our task | reasoning-gym task (config) | reasoning-gym instances/s: best / median | ours, base: median "
+                 "| ours, this tree: best / median | this tree / reasoning-gym rate: best; median |\n|---|---|---|---|---|---|\n")
         for label, (name, config) in PEER_TASKS.items():
             p, a, b = stat(peers, f"gen/{label}"), stat(after, f"gen/{label}"), stat(before, f"gen/{label}")
             if p and a and b:
                 cfg = ", ".join(f"{k}={v}" for k, v in config.items()) or "defaults"
-                text += (f"| {label} | {name} ({cfg}) | {1e6 / p[1]:,.0f} | {1e6 / b[1]:,.0f} | {1e6 / a[1]:,.0f} "
-                         f"| {p[1] / a[1]:.2f} |\n")
+                text += (f"| {label} | {name} ({cfg}) | {1e6 / p[0]:,.0f} / {1e6 / p[1]:,.0f} | {1e6 / b[1]:,.0f} "
+                         f"| {1e6 / a[0]:,.0f} / {1e6 / a[1]:,.0f} | {p[0] / a[0]:.2f}; {p[1] / a[1]:.2f} |\n")
     if pettingllms:
         text += ("\n\nAgainst PettingLLMs' environment states (`stateful/env_state.py`; its fork is `copy.deepcopy`, "
                  "its observation `text_observation()`, its turn observation + deepcopy + parse of the reply + `step`):\n\n"
