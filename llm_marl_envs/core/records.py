@@ -1,10 +1,12 @@
-"""`fast_init`: a cheaper constructor for the frozen records that an environment step makes.
+"""`fast_init`: a cheaper constructor for the frozen records that an environment step or an
+instance generator makes.
 
 A frozen dataclass's generated `__init__` sets each field through `object.__setattr__` (its own
-`__setattr__` refuses), about 0.1-0.2 µs a field here; a Sudoku turn builds four such records (the
-parsed answer, what applying it did, the reward breakdown, the turn's record). `fast_init` gives the
-class an `__init__` with the same signature that fills the instance's `__dict__` directly. The
-records stay frozen (assigning a field still raises), and equality, hashing and repr are unchanged.
+`__setattr__` refuses), a call per field; a Sudoku turn builds four such records (the parsed answer,
+what applying it did, the reward breakdown, the turn's record) and a Plan-Path candidate two (its
+grid and the instance). `fast_init` gives the class an `__init__` with the same signature that fills
+the instance's `__dict__` directly. The records stay frozen (assigning a field still raises), and
+equality, hashing and repr are unchanged.
 """
 
 from __future__ import annotations

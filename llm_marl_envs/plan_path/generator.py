@@ -63,8 +63,8 @@ def _cells(height: int, width: int) -> tuple[Cell, ...]:
 
 def two_distinct(rng: np.random.Generator, n: int) -> tuple[int, int]:
     """`rng.choice(n, size=2, replace=False)` as Python ints, drawing exactly what it draws (Floyd's
-    sampling of two indices, then the shuffle of the pair) in about three quarters of its time
-    (tests/test_plan_path_env.py checks it against numpy's)."""
+    sampling of two indices, then the shuffle of the pair) with three scalar draws instead of numpy's
+    array machinery (tests/test_plan_path_env.py checks it against numpy's)."""
     a, b = rng.integers(0, n - 1), rng.integers(0, n)
     if b == a:
         b = n - 1
