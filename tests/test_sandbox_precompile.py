@@ -17,7 +17,7 @@ from llm_marl_envs.code.runner import HARNESS
 from llm_marl_envs.sandbox import Sandbox, SandboxLimits, pool
 
 from llm_marl_envs.sandbox import _precompile
-from llm_marl_envs.sandbox._precompile import MAX_CHARS, SUPPORTED, precompiled, seen_before
+from llm_marl_envs.sandbox._precompile import MAX_CHARS, SUPPORTED, owner_compiled, precompiled, seen_before
 
 LIMITS = SandboxLimits(wall_time_s=5.0, cpu_time_s=5.0, memory_mb=256, output_bytes=10_000)
 only_311 = pytest.mark.skipif(not SUPPORTED, reason="the owner compiles programs on Python 3.11 only (its warnings are checked)")
@@ -26,6 +26,7 @@ only_311 = pytest.mark.skipif(not SUPPORTED, reason="the owner compiles programs
 @pytest.mark.skipif(SUPPORTED, reason="on Python 3.11 the owner compiles programs (the tests below)")
 def test_on_another_python_every_program_is_compiled_by_the_child():
     assert precompiled("print(1)") is None and precompiled(HARNESS) is None
+    assert owner_compiled(HARNESS) is None and owner_compiled(HARNESS) is None  # a second run too
 
 
 def _child_compile(source: str):
@@ -122,7 +123,7 @@ def test_a_program_runs_the_same_compiled_by_the_owner_or_by_the_child(monkeypat
         first = [sandbox.run(code, stdin) for code, stdin in programs]
         again = [sandbox.run(code, stdin) for code, stdin in programs] + sandbox.run_many(programs)
         assert not any(sent[:len(programs)]) and sum(sent[len(programs):]) >= 12
-        monkeypatch.setattr(pool, "precompiled", lambda source: None)
+        monkeypatch.setattr(pool, "owner_compiled", lambda source: None)
         child = [sandbox.run(code, stdin) for code, stdin in programs] + sandbox.run_many(programs)
     assert again == child and first == child[:len(programs)]
 

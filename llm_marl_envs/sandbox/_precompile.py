@@ -8,11 +8,11 @@ what its own would and print nothing, so a program is compiled here only when it
 compile is outside the program's limits), compiles, and has none of the constructs for which Python
 warns while compiling: the child prints those SyntaxWarnings to the program's stderr, where they
 must stay. The check is conservative: a program that might warn is compiled by the child, as before.
-The check and the compile cost the owner more than they save one child, so only a program that runs
-again is compiled here (`Sandbox` asks `seen_before`): a program the code environment runs on every
-test, or the same tool program in every branch of a rollout. Which constructs warn changes between
-Python versions (3.12 warns of invalid escape sequences, for one): the check is the one of Python
-3.11, and on any other version every program is compiled by the child.
+The check and the compile cost the owner more than they save one child, so only a program that
+runs again is compiled here (`owner_compiled` asks `seen_before`): a program the code environment
+runs on every test, or the same tool program in every branch of a rollout. Which constructs warn
+changes between Python versions (3.12 warns of invalid escape sequences, for one): the check is the
+one of Python 3.11, and on any other version every program is compiled by the child.
 """
 
 from __future__ import annotations
@@ -53,6 +53,15 @@ def seen_before(source: str) -> bool:
         if len(_SEEN) > _SEEN_MAX:
             _SEEN.popitem(last=False)
         return False
+
+
+def owner_compiled(source: str) -> str | None:
+    """What a job carries for the child: `precompiled(source)` for a program that runs again on this
+    Python; None (the child compiles it) for a first run, a long program or another Python, which
+    are not counted as seen."""
+    if not SUPPORTED or len(source) > MAX_CHARS or not seen_before(source):
+        return None
+    return precompiled(source)
 
 
 @lru_cache(maxsize=256)

@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ..core.cpus import available_cpus
-from ._precompile import MAX_CHARS, precompiled, seen_before
+from ._precompile import owner_compiled
 from .limits import ExecResult, SandboxLimits
 
 _SUPERVISOR = str(Path(__file__).with_name("_supervisor.py"))
@@ -204,7 +204,7 @@ def _job(code: str, stdin: str, limits: dict) -> dict:
     """A job for a fork server: the program (compiled here if it ran before, where that gives what
     the child's compile would: `_precompile`), its stdin and its limits."""
     job = {"code": code, "stdin": stdin, "limits": limits}
-    compiled = precompiled(code) if len(code) <= MAX_CHARS and seen_before(code) else None
+    compiled = owner_compiled(code)
     if compiled is not None:
         job["compiled"] = compiled
     return job
