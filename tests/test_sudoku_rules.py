@@ -465,7 +465,7 @@ def test_small_board_table_answers_has_other_solution_like_the_search():
     from llm_marl_envs.sudoku.rules import Shape
 
     shape = Shape.for_size(4)
-    assert solver._solution_table(shape)[0] == (1 << 288) - 1
+    assert solver.solution_table(shape)[0] == (1 << 288) - 1
     rng = np.random.default_rng(0)
     for _ in range(400):
         solution = solver.random_solution(shape, rng)
@@ -484,6 +484,45 @@ def test_small_board_table_answers_has_other_solution_like_the_search():
             search.run(1, None, found)
             expected = bool(found)
         assert solver.has_other_solution(puzzle, shape, r, c, value) == expected
+
+
+@pytest.mark.parametrize("min_clues,max_removals", [(0, None), (0, 9), (7, None), (5, 8)])
+def test_small_board_removal_keeps_the_clues_a_uniqueness_search_keeps(min_clues, max_removals):
+    """remove_clues' incremental bitsets on 4x4 against the plain loop: remove each clue in the drawn
+    order when the puzzle still has exactly one solution (count_solutions), within the limits."""
+    import numpy as np
+
+    from llm_marl_envs.sudoku.generator import remove_clues
+    from llm_marl_envs.sudoku.solver import random_solution
+
+    limit = 16 - min_clues if max_removals is None else min(16 - min_clues, max_removals)
+    for seed in range(60):
+        solution = random_solution(S4, np.random.default_rng(seed))
+        puzzle, removals = [list(row) for row in solution], 0
+        for i in np.random.default_rng(1000 + seed).permutation(16).tolist():
+            if removals >= limit:
+                break
+            r, c = divmod(i, 4)
+            value, puzzle[r][c] = puzzle[r][c], 0
+            if count_solutions(puzzle, S4, limit=2) == 1:
+                removals += 1
+            else:
+                puzzle[r][c] = value
+        got = remove_clues(solution, S4, np.random.default_rng(1000 + seed), min_clues=min_clues, max_removals=max_removals)
+        assert got == tuple(map(tuple, puzzle)), f"seed {seed}"
+
+
+@pytest.mark.parametrize("config,digest", [
+    (dict(size=6), "9e7249eb0745d681"),
+    (dict(size=6, box_rows=3), "ca2f49f1646ac9fd"),
+    (dict(size=9, max_removals=40), "f08573da19b3163d"),
+])
+def test_generation_draws_the_same_larger_instances_as_before(config, digest):
+    """6x6 and 9x9 keep their instances through solver rewrites: digests of 10 seeds x 3 splits."""
+    from tests.support.digests import instance_digest
+
+    cfg = SudokuConfig(**config)
+    assert instance_digest("sudoku", lambda rng: generate(rng, cfg), seeds=10) == digest
 
 
 @pytest.mark.parametrize("config,digest", [

@@ -17,87 +17,91 @@ from .rules import Grid, Shape, empty_grid, to_grid
 
 
 @functools.lru_cache(maxsize=32)
-def _box_table(shape: Shape) -> tuple[int, ...]:
+def _units(shape: Shape) -> tuple[tuple[int, int, int], ...]:
+    """(row, column, box) of every flat cell index."""
     n = shape.size
-    return tuple(shape.box_of(i // n, i % n) for i in range(n * n))
+    return tuple((i // n, i % n, shape.box_of(i // n, i % n)) for i in range(n * n))
+
+
+@functools.lru_cache(maxsize=4096)
+def _digits(mask: int) -> tuple[int, ...]:
+    """The digits whose bits are set in a candidate mask, in increasing order."""
+    return tuple(v for v in range(1, mask.bit_length()) if mask >> v & 1)
 
 
 class _Search:
     def __init__(self, grid: Grid | list[list[int]], shape: Shape):
         n = shape.size
-        self.n = n
         self.full = (1 << (n + 1)) - 2  # bits 1..n
         self.cells = [0] * (n * n)
         self.row = [0] * n
         self.col = [0] * n
         self.box = [0] * n
-        self.box_of = _box_table(shape)
+        self.units = _units(shape)
         self.consistent = True
-        for r in range(n):
-            for c in range(n):
-                v = grid[r][c]
-                if v == 0:
-                    continue
-                bit = 1 << v
-                i, b = r * n + c, self.box_of[r * n + c]
-                if (self.row[r] | self.col[c] | self.box[b]) & bit:
-                    self.consistent = False  # a duplicate among the givens: no solution
-                self.cells[i] = v
-                self.row[r] |= bit
-                self.col[c] |= bit
-                self.box[b] |= bit
-        self.empty = [i for i in range(n * n) if self.cells[i] == 0]
-        self.forbidden_cell, self.forbidden_bits = -1, 0
-        """One cell may exclude some digits (`has_other_solution`)."""
-
-    def _pick(self) -> tuple[int, int, int]:
-        """(position in self.empty, cell, candidate mask) of the most constrained empty cell."""
-        n, best_pos, best_cell, best_mask, best_count = self.n, -1, -1, 0, 99
-        row, col, box, box_of, full = self.row, self.col, self.box, self.box_of, self.full
-        for pos, i in enumerate(self.empty):
-            mask = full & ~(row[i // n] | col[i % n] | box[box_of[i]])
-            if i == self.forbidden_cell:
-                mask &= ~self.forbidden_bits
-            count = mask.bit_count()
-            if count < best_count:
-                best_pos, best_cell, best_mask, best_count = pos, i, mask, count
-                if count <= 1:
-                    break
-        return best_pos, best_cell, best_mask
-
-    def run(self, limit: int, rng: np.random.Generator | None, found: list[list[int]]) -> None:
-        if not self.empty:
-            found.append(list(self.cells))
-            return
-        pos, i, mask = self._pick()
-        if mask == 0:
-            return
-        n = self.n
-        r, c, b = i // n, i % n, self.box_of[i]
-        digits = [v for v in range(1, n + 1) if mask >> v & 1]
-        if rng is not None and len(digits) > 1:
-            digits = [digits[j] for j in rng.permutation(len(digits))]
-        last = self.empty.pop()
-        if pos < len(self.empty):
-            self.empty[pos] = last  # O(1) removal: order of `empty` does not matter
-        for v in digits:
+        for i, (r, c, b) in enumerate(self.units):
+            v = grid[r][c]
+            if v == 0:
+                continue
             bit = 1 << v
+            if (self.row[r] | self.col[c] | self.box[b]) & bit:
+                self.consistent = False  # a duplicate among the givens: no solution
             self.cells[i] = v
             self.row[r] |= bit
             self.col[c] |= bit
             self.box[b] |= bit
+        self.empty = [i for i in range(n * n) if self.cells[i] == 0]
+        self.forbidden_cell, self.forbidden_bits = -1, 0
+        """One cell may exclude some digits (`has_other_solution`)."""
+
+    def run(self, limit: int, rng: np.random.Generator | None, found: list[list[int]]) -> None:
+        empty = self.empty
+        if not empty:
+            found.append(list(self.cells))
+            return
+        # The most constrained empty cell: the first in `empty` with the fewest candidates (inline: a
+        # method call per node costs as much as the scan of a small board).
+        row, col, box, units, full, forbidden = self.row, self.col, self.box, self.units, self.full, self.forbidden_cell
+        pos, mask, fewest = -1, 0, 99
+        for p, i in enumerate(empty):
+            r, c, b = units[i]
+            m = full & ~(row[r] | col[c] | box[b])
+            if i == forbidden:
+                m &= ~self.forbidden_bits
+            count = m.bit_count()
+            if count < fewest:
+                pos, mask, fewest = p, m, count
+                if count <= 1:
+                    break
+        if mask == 0:
+            return
+        i = empty[pos]
+        r, c, b = units[i]
+        digits = _digits(mask)
+        if rng is not None and fewest > 1:
+            digits = [digits[j] for j in rng.permutation(fewest).tolist()]
+        last = empty.pop()
+        if pos < len(empty):
+            empty[pos] = last  # O(1) removal: order of `empty` does not matter
+        cells = self.cells
+        for v in digits:
+            bit = 1 << v
+            cells[i] = v
+            row[r] |= bit
+            col[c] |= bit
+            box[b] |= bit
             self.run(limit, rng, found)
-            self.row[r] ^= bit
-            self.col[c] ^= bit
-            self.box[b] ^= bit
+            row[r] ^= bit
+            col[c] ^= bit
+            box[b] ^= bit
             if len(found) >= limit:
                 break
-        self.cells[i] = 0
-        if pos < len(self.empty):
-            self.empty.append(self.empty[pos])
-            self.empty[pos] = i
+        cells[i] = 0
+        if pos < len(empty):
+            empty.append(empty[pos])
+            empty[pos] = i
         else:
-            self.empty.append(i)
+            empty.append(i)
 
 
 def _search(grid: Grid | list[list[int]], shape: Shape, limit: int, rng: np.random.Generator | None = None) -> list[Grid]:
@@ -121,11 +125,14 @@ SMALL_BOARD_SOLUTIONS = 1_000
 
 
 @functools.lru_cache(maxsize=8)
-def _solution_table(shape: Shape) -> tuple[int, tuple[tuple[int, ...], ...]] | None:
+def solution_table(shape: Shape) -> tuple[int, tuple[tuple[int, ...], ...]] | None:
     """For a small board: (all, table) with `table[cell][v]` the bitset (a Python int) of the complete
     grids that hold digit v at flat cell index `cell`, and `all` the bitset of every complete grid;
-    None when the board has more than SMALL_BOARD_SOLUTIONS complete grids."""
+    None when the board has more than SMALL_BOARD_SOLUTIONS complete grids, as every board above 4x4
+    has (the next size, 6x6, has 28,200,960), so those are not searched."""
     n = shape.size
+    if n > 4:
+        return None
     grids = _search(empty_grid(n), shape, SMALL_BOARD_SOLUTIONS + 1)
     if len(grids) > SMALL_BOARD_SOLUTIONS:
         return None
@@ -144,7 +151,7 @@ def has_other_solution(grid: Grid | list[list[int]], shape: Shape, r: int, c: in
     Small boards (4x4) intersect precomputed bitsets of all their complete grids instead of searching.
     """
     n = shape.size
-    small = _solution_table(shape) if n <= 4 else None
+    small = solution_table(shape)
     cells = [v for row in grid for v in row]
     if small is not None and len(cells) == n * n and all(type(v) is int and 0 <= v <= n for v in cells) \
             and type(value) is int and 0 < value <= n:
