@@ -457,18 +457,17 @@ def test_parse_round_trips_steps(steps):
     assert error is None and parsed == answer
 
 
-def test_small_board_table_answers_has_other_solution_like_the_search():
-    """4x4 boards answer from bitsets of all 288 complete grids; the answer must be the search's."""
-    import numpy as np
-
+def test_small_board_table_agrees_with_the_search():
+    """The bitsets of all 288 complete 4x4 grids (what remove_clues narrows on 4x4) against the search:
+    the grids fitting a puzzle's givens are its completions, and has_other_solution (a search that
+    excludes one digit at one cell) is "one of them differs there"."""
     from llm_marl_envs.sudoku import solver
-    from llm_marl_envs.sudoku.rules import Shape
 
-    shape = Shape.for_size(4)
-    assert solver.solution_table(shape)[0] == (1 << 288) - 1
+    every, table = solver.solution_table(S4)
+    assert every == (1 << 288) - 1
     rng = np.random.default_rng(0)
     for _ in range(400):
-        solution = solver.random_solution(shape, rng)
+        solution = solver.random_solution(S4, rng)
         puzzle = [[v if rng.random() < rng.random() else 0 for v in row] for row in solution]
         if rng.random() < 0.2:  # duplicated givens: no solution at all
             puzzle[0][0], puzzle[0][1] = 1, 1
@@ -476,14 +475,13 @@ def test_small_board_table_answers_has_other_solution_like_the_search():
         value = solution[r][c]
         if rng.random() < 0.8:
             puzzle[r][c] = 0
-        search = solver._Search(puzzle, shape)
-        expected = False
-        if search.consistent:
-            search.forbidden_cell, search.forbidden_bits = r * 4 + c, 1 << value
-            found = []
-            search.run(1, None, found)
-            expected = bool(found)
-        assert solver.has_other_solution(puzzle, shape, r, c, value) == expected
+        fitting = every
+        for i, v in enumerate(v for row in puzzle for v in row):
+            if v:
+                fitting &= table[i][v]
+        assert fitting.bit_count() == count_solutions(puzzle, S4, limit=300)
+        expected = bool(fitting & ~table[r * 4 + c][value]) if puzzle[r][c] == 0 else bool(fitting)
+        assert solver.has_other_solution(puzzle, S4, r, c, value) == expected
 
 
 @pytest.mark.parametrize("min_clues,max_removals", [(0, None), (0, 9), (7, None), (5, 8)])

@@ -92,10 +92,11 @@ def remove_clues(solution: Grid, shape: Shape, rng: np.random.Generator, *, min_
     n = shape.size
     order = rng.permutation(n * n).tolist()
     limit = n * n - min_clues if max_removals is None else min(n * n - min_clues, max_removals)
-    flat = [v for row in solution for v in row]
     table = solution_table(shape)
-    if table is not None and len(flat) == n * n and all(type(v) is int and 0 < v <= n for v in flat):
-        return _remove_clues_by_table(flat, n, order, limit, table)
+    if table is not None:
+        flat = [v for row in solution for v in row]
+        if len(flat) == n * n and all(type(v) is int and 0 < v <= n for v in flat):
+            return _remove_clues_by_table(flat, n, order, limit, table)
     puzzle = [list(row) for row in solution]
     removals = 0
     for i in order:
