@@ -228,3 +228,40 @@ def test_two_distinct_draws_what_numpy_choice_draws():
             expected = tuple(int(v) for v in numpy_choice.choice(n, size=2, replace=False))
             assert two_distinct(ours, n) == expected
             assert ours.bit_generator.state == numpy_choice.bit_generator.state
+
+
+
+def test_pcg64_pair_draws_are_two_distinct_without_numpy_calls():
+    """`_PairDraws` must hand out what `two_distinct` draws from a fresh PCG64 generator between 64-bit
+    draws, ranges with heavy rejection included, using the same 64-bit outputs and leaving numpy's spare
+    32-bit half empty."""
+    import numpy as np
+
+    from llm_marl_envs.plan_path.generator import _PairDraws
+
+    for seed in range(200):
+        for n in (2, 3, 4, 77, 78, 128, 1000, 2**31 + 1, 3 * 2**30, 2**32 - 1):  # 2**31 + 1: about half rejected
+            numpy_draws, raw_draws = np.random.default_rng(seed), np.random.default_rng(seed)
+            pairs = _PairDraws(raw_draws)
+            for _ in range(4):
+                numpy_draws.random(3), raw_draws.random(3)
+                assert pairs.two_distinct(n) == two_distinct(numpy_draws, n), (seed, n)
+            assert raw_draws.bit_generator.state["state"] == numpy_draws.bit_generator.state["state"]
+            assert raw_draws.bit_generator.state["has_uint32"] == 0
+
+
+def test_generation_on_another_bit_generator_draws_the_pair_with_numpy(monkeypatch):
+    """Only PCG64 hands out 32-bit halves the way `_PairDraws` reads them: any other bit generator gets
+    numpy's own `integers` calls."""
+    import numpy as np
+
+    from llm_marl_envs.plan_path import generator
+
+    calls = []
+    monkeypatch.setattr(generator, "two_distinct", lambda rng, n: calls.append(n) or two_distinct(rng, n))
+    generate(np.random.default_rng(0), PlanPathConfig())
+    assert calls == []
+    for bit_generator in (np.random.MT19937(0), np.random.Philox(0)):
+        inst = generate(np.random.Generator(bit_generator), PlanPathConfig())
+        assert calls and inst.shortest_length >= PlanPathConfig().min_path_length
+        calls.clear()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import lru_cache, partial
 
 import numpy as np
 
@@ -71,14 +71,57 @@ def two_distinct(rng: np.random.Generator, n: int) -> tuple[int, int]:
     return (int(b), int(a)) if rng.integers(0, 2) == 0 else (int(a), int(b))
 
 
+_M32 = 0xFFFFFFFF
+
+
+class _PairDraws:
+    """`two_distinct` on a PCG64 generator without numpy's per-call overhead (three `integers` calls a
+    pair). Each `integers(0, k)` with k < 2**32 is Lemire's bounded method on 32-bit values, and PCG64
+    hands those out as the low, then the high half of one 64-bit output, keeping the high half for the
+    next 32-bit draw. This takes the 64-bit outputs from `random_raw` and keeps the high half itself, so
+    it draws what `two_distinct` draws as long as numpy's own spare half is empty when it starts, as in
+    every fresh generator (`draw_instance` gives each candidate one). The generator has then used the
+    same 64-bit outputs as under `two_distinct`, but numpy's spare half stays empty: a high half it
+    would keep for a later 32-bit draw is not there (tests/test_plan_path_env.py checks both)."""
+
+    __slots__ = ("_raw", "_spare")
+
+    def __init__(self, rng: np.random.Generator):
+        self._raw = rng.bit_generator.random_raw
+        self._spare = -1  # the high half of the last 64-bit output until it is handed out; -1: none
+
+    def _below(self, k: int) -> int:
+        """`rng.integers(0, k)`, 1 <= k < 2**32."""
+        if k == 1:
+            return 0  # numpy draws nothing for a range of one value
+        while True:
+            if self._spare < 0:
+                raw = self._raw()
+                value, self._spare = raw & _M32, raw >> 32
+            else:
+                value, self._spare = self._spare, -1
+            m = value * k
+            if m & _M32 >= (0x100000000 - k) % k:  # numpy's rejection threshold (no bias)
+                return m >> 32
+
+    def two_distinct(self, n: int) -> tuple[int, int]:
+        a, b = self._below(n - 1), self._below(n)
+        if b == a:
+            b = n - 1
+        return (b, a) if self._below(2) == 0 else (a, b)
+
+
 def generate(rng: np.random.Generator, config: PlanPathConfig) -> PlanPathInstance:
+    """One solvable instance from `rng`, a fresh generator (`draw_instance` gives one to each candidate)."""
     h, w = config.height, config.width
+    # numpy's own draws where the 32-bit halves are not PCG64's (another bit generator)
+    pair = _PairDraws(rng).two_distinct if type(rng.bit_generator) is np.random.PCG64 else partial(two_distinct, rng)
     for _ in range(MAX_TRIES):
         open_cells = rng.random(h * w) >= config.wall_density  # the draws of rng.random((h, w)), flat
         free = open_cells.nonzero()[0]
         if len(free) < 2:
             continue
-        i, j = two_distinct(rng, len(free))
+        i, j = pair(len(free))
         start, goal = int(free[i]), int(free[j])
         # Bit k of `free_bits` is cell k: packbits with little bit order keeps the flat index.
         free_bits = int.from_bytes(np.packbits(open_cells, bitorder="little").tobytes(), "little")
@@ -88,6 +131,6 @@ def generate(rng: np.random.Generator, config: PlanPathConfig) -> PlanPathInstan
         if config.max_path_length is not None and length > config.max_path_length:
             continue
         cells = _cells(h, w)
-        walls = frozenset(map(cells.__getitem__, (~open_cells).nonzero()[0].tolist()))
+        walls = frozenset([cells[k] for k in (~open_cells).nonzero()[0].tolist()])
         return PlanPathInstance(Grid(h, w, walls), cells[start], cells[goal], length)
     raise ValueError(f"no Plan-Path instance satisfies {config} in {MAX_TRIES} tries; lower wall_density or min_path_length")
