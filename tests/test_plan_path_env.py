@@ -230,7 +230,6 @@ def test_two_distinct_draws_what_numpy_choice_draws():
             assert ours.bit_generator.state == numpy_choice.bit_generator.state
 
 
-
 def test_pcg64_pair_draws_are_two_distinct_without_numpy_calls():
     """`_PairDraws` must hand out what `two_distinct` draws from a fresh PCG64 generator between 64-bit
     draws, ranges with heavy rejection included, using the same 64-bit outputs and leaving numpy's spare
