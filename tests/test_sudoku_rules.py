@@ -488,10 +488,7 @@ def test_small_board_table_agrees_with_the_search():
 def test_small_board_removal_keeps_the_clues_a_uniqueness_search_keeps(min_clues, max_removals):
     """remove_clues' incremental bitsets on 4x4 against the plain loop: remove each clue in the drawn
     order when the puzzle still has exactly one solution (count_solutions), within the limits."""
-    import numpy as np
-
     from llm_marl_envs.sudoku.generator import remove_clues
-    from llm_marl_envs.sudoku.solver import random_solution
 
     limit = 16 - min_clues if max_removals is None else min(16 - min_clues, max_removals)
     for seed in range(60):

@@ -123,7 +123,7 @@ def _remove_clues_by_table(flat: list[int], n: int, order: list[int], limit: int
     unvisited = [every] * (len(order) + 1)
     for k in range(len(order) - 1, -1, -1):
         unvisited[k] = unvisited[k + 1] & digit[k]
-    kept, removals, puzzle = every, 0, flat[:]
+    kept, removals, puzzle = every, 0, flat  # remove_clues' own list: clues are blanked in it
     for k, i in enumerate(order):
         if removals >= limit:
             break
