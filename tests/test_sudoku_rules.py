@@ -413,7 +413,7 @@ def test_the_one_digit_grid_reader_parses_as_the_json_path_does(case):
         assert size is not None and all(0 <= v <= size for row in fast.grid for v in row)
     fast = parse_answer(text, size)
     pattern = module._digit_grid
-    module._digit_grid = lambda n: re.compile(r"(?!)")  # matches nothing: every text takes the JSON path
+    module._digit_grid = lambda n: re.compile(rb"(?!)")  # matches nothing: every text takes the JSON path
     try:
         assert fast == parse_answer(text, size)
     finally:

@@ -50,22 +50,31 @@ class SudokuAnswer:
         return "[" + ",".join("[" + ",".join(str(v) for v in row) + "]" for row in (rows or ())) + "]"
 
 
-_JSON_SPACE = r"[ \t\n\r]*"
-_GRID_PUNCTUATION = str.maketrans("", "", "[], \t\n\r")
+_JSON_SPACE = b" \t\n\r"
+_DIGIT_VALUES = bytes(range(48)) + bytes(range(10)) + bytes(range(58, 256))
+"""A `bytes.translate` table that maps the digits b"0".."9" to the byte values 0..9."""
 
 
 @lru_cache(maxsize=16)
-def _digit_grid(size: int) -> re.Pattern[str]:
-    """A JSON grid of `size` rows of `size` one-digit integers in 0..size, and nothing else but JSON's
-    whitespace (`size` <= 9)."""
-    s = _JSON_SPACE
-    row = rf"\[{s}[0-{size}]{s}(?:,{s}[0-{size}]{s}){{{size - 1}}}\]"
-    return re.compile(rf"\[{s}{row}{s}(?:,{s}{row}{s}){{{size - 1}}}\]{s}")
+def _digit_grid(size: int) -> re.Pattern[bytes]:
+    """A JSON grid of `size` rows of `size` one-digit integers in 0..size written without whitespace
+    (`size` <= 9). JSON whitespace only ever separates tokens, and no two digits of such a grid are
+    adjacent, so a text is such a grid with whitespace exactly when it matches once its whitespace is
+    deleted."""
+    row = rb"\[[0-%d](?:,[0-%d]){%d}\]" % (size, size, size - 1)
+    return re.compile(rb"\[%s(?:,%s){%d}\]" % (row, row, size - 1))
 
 
-@lru_cache(maxsize=4096)
-def _digit_row(digits: str) -> tuple[int, ...]:
-    return tuple(map(int, digits))
+def _digit_grid_rows(text: str, size: int) -> tuple[tuple[int, ...], ...] | None:
+    """The rows of `text` when it is a JSON grid of one-digit integers in 0..`size` (see `_digit_grid`),
+    else None. It reads the digits without building JSON lists: the grid of `_structure(json.loads(text), size)`."""
+    if not text.isascii():
+        return None
+    compact = text.encode().translate(None, _JSON_SPACE)
+    if _digit_grid(size).fullmatch(compact) is None:
+        return None
+    values = compact.translate(_DIGIT_VALUES, b"[],")  # iterating bytes gives ints: digit k is k
+    return tuple([tuple(values[i:i + size]) for i in range(0, size * size, size)])
 
 
 def _spans(text: str) -> list[tuple[str | None, str | None]]:
@@ -170,11 +179,9 @@ def parse_answer(text: str, size: int | None = None) -> tuple[SudokuAnswer | Non
     if text.startswith("[[") and len(text) <= MAX_SPAN_CHARS:
         # The common answer is one JSON list and nothing else. When it is a grid or a step list, the
         # scan below finds it as the first span too (such a list holds no string with a bracket).
-        if size is not None and 3 < size < 10 and _digit_grid(size).fullmatch(text):
-            # The most common of all, a grid of one-digit numbers in range: read without building JSON
-            # lists (the same grid as `_structure(json.loads(text), size)`).
-            digits = text.translate(_GRID_PUNCTUATION)
-            rows = tuple([_digit_row(digits[i:i + size]) for i in range(0, size * size, size)])
+        rows = _digit_grid_rows(text, size) if size is not None and 3 < size < 10 else None
+        if rows is not None:
+            # The most common of all, a grid of one-digit numbers in range.
             return SudokuAnswer("grid", grid=rows, in_range=True), None
         try:
             answer, _ = _structure(json.loads(text), size)
