@@ -4,9 +4,9 @@ Recipe (as reasoning-gym's mini_sudoku, with our own solver): draw a random comp
 solver with a random digit order), then visit the cells in a random order and remove each clue
 only if the puzzle still has exactly one solution. Since the complete grid is a solution, that is
 "no completion differs from it at the removed cell" (`solver.has_other_solution`, equivalent to
-`count_solutions(limit=2) == 1` and about twice as fast; on a 4x4 board, bitsets of all its
-complete grids, narrowed clue by clue; the tests re-check every puzzle with `count_solutions` and
-with independent solvers). Removal stops at `min_clues` clues or after `max_removals` removals;
+`count_solutions(limit=2) == 1` without re-finding the known solution; on a 4x4 board, bitsets of
+all its complete grids, narrowed clue by clue; the tests re-check every puzzle with
+`count_solutions` and with independent solvers). Removal stops at `min_clues` clues or after `max_removals` removals;
 with neither, the puzzle is minimal (no clue can be removed). A puzzle left with more than
 `max_clues` clues is redrawn. Every random choice comes from the caller's
 `numpy.random.Generator` (the reference's 4x4 generator made puzzles with no solution; here

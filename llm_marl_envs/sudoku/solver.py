@@ -147,7 +147,7 @@ def has_other_solution(grid: Grid | list[list[int]], shape: Shape, r: int, c: in
     """Whether `grid` (with (r, c) empty) has a solution where (r, c) is not `value`.
 
     For a puzzle known to have a solution with `value` at (r, c), this is "more than one solution",
-    decided without re-finding the known one (about twice as fast as `count_solutions(limit=2)`).
+    decided without re-finding the known one (which `count_solutions(limit=2)` searches for too).
     """
     search = _Search(grid, shape)
     if not search.consistent:
