@@ -201,6 +201,24 @@ def test_generation_draws_the_same_instances_as_before(config, digest):
     assert instance_digest("plan_path", lambda rng: generate(rng, cfg), seeds=40) == digest
 
 
+def test_generated_key_is_the_key_built_from_the_walls():
+    """`generate` writes each instance's key from its wall mask; it must be the key `key()` builds from
+    the grid's walls (the split of an instance depends on it), on square and other grids."""
+    import dataclasses
+
+    import numpy as np
+
+    for config in (PlanPathConfig(), PlanPathConfig(height=7, width=13, wall_density=0.3, min_path_length=8),
+                   PlanPathConfig(height=12, width=3, wall_density=0.1, min_path_length=2)):
+        for seed in range(60):
+            inst = generate(np.random.default_rng(seed), config)
+            rebuilt = PlanPathInstance(inst.grid, inst.start, inst.goal, inst.shortest_length)
+            assert "_key" in inst.__dict__ and "_key" not in rebuilt.__dict__
+            assert inst.key() == rebuilt.key() and inst == rebuilt
+            moved = dataclasses.replace(inst, start=inst.goal, goal=inst.start)
+            assert moved.key() == f"{inst.goal}|{inst.start}|" + inst.key().split("|", 2)[2]
+
+
 def test_grid_text_draws_every_cell_as_the_cell_by_cell_rendering():
     """`grid_text` places A on rows built once per episode; it must equal the plain per-cell drawing."""
     env = plan_path_v1.raw_env()

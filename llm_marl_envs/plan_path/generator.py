@@ -43,13 +43,25 @@ class PlanPathInstance:
     shortest_length: int
 
     def key(self) -> str:
+        known = self.__dict__.get("_key")  # written by `generate`, from the wall mask it drew
+        if known is not None:
+            return known
         h, w = self.grid.height, self.grid.width
         stride = w + 1  # each row and its "/" separator
         cells = bytearray((b"." * w + b"/") * h)
         for r, c in self.grid.walls:
             if 0 <= r < h and 0 <= c < w:
                 cells[r * stride + c] = 35  # "#"
-        return f"{self.start}|{self.goal}|{cells[:-1].decode()}"
+        return _key(self.start, self.goal, cells[:-1])
+
+
+def _key(start: Cell, goal: Cell, layout: bytes | bytearray) -> str:
+    """`PlanPathInstance.key()`: `layout` is the grid's rows, "." open and "#" a wall, joined by "/"."""
+    return f"{start}|{goal}|{layout.decode()}"
+
+
+_LAYOUT_CHARS = bytes.maketrans(b"\x00\x01", b"#.")
+"""Maps the bytes of an open-cell mask (False, True) to the key's characters (a wall, an open cell)."""
 
 
 MAX_TRIES = 10_000
@@ -132,5 +144,11 @@ def generate(rng: np.random.Generator, config: PlanPathConfig) -> PlanPathInstan
             continue
         cells = _cells(h, w)
         walls = frozenset([cells[k] for k in (~open_cells).nonzero()[0].tolist()])
-        return PlanPathInstance(Grid(h, w, walls), cells[start], cells[goal], length)
+        instance = PlanPathInstance(Grid(h, w, walls), cells[start], cells[goal], length)
+        # Its key, which `draw_instance` asks every candidate for, from the mask: one translate of the
+        # mask's bytes instead of a pass over the walls. Written once, like the fields; `==`, `repr` and
+        # `dataclasses.replace` (which builds the key again) do not see it.
+        layout = open_cells.tobytes().translate(_LAYOUT_CHARS)
+        instance.__dict__["_key"] = _key(cells[start], cells[goal], b"/".join([layout[k:k + w] for k in range(0, h * w, w)]))
+        return instance
     raise ValueError(f"no Plan-Path instance satisfies {config} in {MAX_TRIES} tries; lower wall_density or min_path_length")
