@@ -74,7 +74,9 @@ def _digit_grid_rows(text: str, size: int) -> tuple[tuple[int, ...], ...] | None
     if _digit_grid(size).fullmatch(compact) is None:
         return None
     values = compact.translate(_DIGIT_VALUES, b"[],")  # iterating bytes gives ints: digit k is k
-    return tuple([tuple(values[i:i + size]) for i in range(0, size * size, size)])
+    # Rows of `size` values: zip takes one item from each copy of the one iterator in turn (the
+    # grouping idiom its documentation gives), so each tuple is the next row.
+    return tuple(zip(*[iter(values)] * size))
 
 
 def _spans(text: str) -> list[tuple[str | None, str | None]]:
