@@ -157,6 +157,24 @@ def test_apply_grid(new, applied, why):
         assert app.progress == progress(START, new)
     if why != "range":  # the environment's path: an answer already parsed and range-checked gives the same result
         assert apply_grid(START, START, new, S4, checked=True) == app
+        assert apply_grid(START, START, new, S4, checked=True, digits=bytes(itertools.chain.from_iterable(new))) == app
+
+
+@given(st.sampled_from([4, 6, 9]), st.data())
+@settings(max_examples=300, deadline=None)
+def test_apply_grid_on_the_parsers_digits_is_the_cell_by_cell_path(size, data):
+    """With the parser's bytes of the answer, `apply_grid` compares whole integers; it must give what the
+    cell-by-cell path gives: answers that keep the clues or change some, blanks, erasures and overwrites."""
+    shape = Shape.for_size(size)
+    cells = st.integers(0, size)
+    clues = tuple(tuple(data.draw(st.sampled_from([0, 0, v])) for v in row) for row in
+                  [[data.draw(cells) for _ in range(size)] for _ in range(size)])
+    keep = lambda drawn: tuple(tuple(c or v for c, v in zip(crow, row)) for crow, row in zip(clues, drawn))
+    grid = keep([[data.draw(cells) for _ in range(size)] for _ in range(size)])  # the state keeps every clue
+    new = [[data.draw(cells) for _ in range(size)] for _ in range(size)]
+    new = keep(new) if data.draw(st.booleans()) else tuple(map(tuple, new))  # often an answer that keeps them
+    expected = apply_grid(grid, clues, new, shape, checked=True)
+    assert apply_grid(grid, clues, new, shape, checked=True, digits=bytes(itertools.chain.from_iterable(new))) == expected
 
 
 # ---------------------------------------------------------------------------------------- solver
@@ -411,6 +429,7 @@ def test_the_one_digit_grid_reader_parses_as_the_json_path_does(case):
     fast, _ = parse_answer(text, size)
     if fast is not None and fast.in_range:  # the reader's promise: nothing out of 0..N for the range check to find
         assert size is not None and all(0 <= v <= size for row in fast.grid for v in row)
+        assert fast.digits == bytes(itertools.chain.from_iterable(fast.grid))  # what `apply_grid` compares
     fast = parse_answer(text, size)
     pattern = module._digit_grid
     module._digit_grid = lambda n: re.compile(rb"(?!)")  # matches nothing: every text takes the JSON path

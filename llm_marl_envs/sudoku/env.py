@@ -187,7 +187,8 @@ class raw_env(ToolPlannerEnv):
     # ------------------------------------------------------------------ parsing
     def _apply(self, answer: SudokuAnswer) -> Application:
         if answer.kind == "grid":
-            return apply_grid(self.grid, self.clues, answer.grid, self.shape, checked=True)  # `_parse` checked it
+            # `_parse` checked it; `digits`: the parser's bytes of it, when it read them
+            return apply_grid(self.grid, self.clues, answer.grid, self.shape, checked=True, digits=answer.digits)
         return apply_steps(self.grid, self.clues, answer.steps, self.shape)
 
     def _parse(self, text: str) -> tuple[SudokuAnswer | None, str | None]:

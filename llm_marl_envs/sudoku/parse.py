@@ -40,9 +40,14 @@ class SudokuAnswer:
     kind: Literal["grid", "steps"]
     grid: Grid | None = None
     steps: tuple[Step, ...] = ()
-    in_range: bool = field(default=False, compare=False, repr=False)
-    """Every value of `grid` is known to be in 0..N (the one-digit reader admits no other digit), so
-    `rules.grid_out_of_range` would find nothing; False says nothing either way."""
+    digits: bytes | None = field(default=None, compare=False, repr=False)
+    """The values of `grid`, row-major, one byte each, when the one-digit reader read it (then every
+    value is in 0..N); None says nothing either way. `rules.apply_grid` compares them at once."""
+
+    @property
+    def in_range(self) -> bool:
+        """Every value of `grid` is known to be in 0..N, so `rules.grid_out_of_range` would find nothing."""
+        return self.digits is not None
 
     def to_text(self) -> str:
         """Canonical JSON: `[[1,2,3,4],...]` for a grid, `[[r,c,v],...]` for steps."""
@@ -65,18 +70,16 @@ def _digit_grid(size: int) -> re.Pattern[bytes]:
     return re.compile(rb"\[%s(?:,%s){%d}\]" % (row, row, size - 1))
 
 
-def _digit_grid_rows(text: str, size: int) -> tuple[tuple[int, ...], ...] | None:
-    """The rows of `text` when it is a JSON grid of one-digit integers in 0..`size` (see `_digit_grid`),
-    else None. It reads the digits without building JSON lists: the grid of `_structure(json.loads(text), size)`."""
+def _digit_grid_values(text: str, size: int) -> bytes | None:
+    """The values of `text`, row-major, one byte each, when it is a JSON grid of one-digit integers in
+    0..`size` (see `_digit_grid`), else None. It reads the digits without building JSON lists: the
+    values of the grid of `_structure(json.loads(text), size)`."""
     if not text.isascii():
         return None
     compact = text.encode().translate(None, _JSON_SPACE)
     if _digit_grid(size).fullmatch(compact) is None:
         return None
-    values = compact.translate(_DIGIT_VALUES, b"[],")  # iterating bytes gives ints: digit k is k
-    # Rows of `size` values: zip takes one item from each copy of the one iterator in turn (the
-    # grouping idiom its documentation gives), so each tuple is the next row.
-    return tuple(zip(*[iter(values)] * size))
+    return compact.translate(_DIGIT_VALUES, b"[],")  # iterating bytes gives ints: digit k is k
 
 
 def _spans(text: str) -> list[tuple[str | None, str | None]]:
@@ -181,10 +184,11 @@ def parse_answer(text: str, size: int | None = None) -> tuple[SudokuAnswer | Non
     if text.startswith("[[") and len(text) <= MAX_SPAN_CHARS:
         # The common answer is one JSON list and nothing else. When it is a grid or a step list, the
         # scan below finds it as the first span too (such a list holds no string with a bracket).
-        rows = _digit_grid_rows(text, size) if size is not None and 3 < size < 10 else None
-        if rows is not None:
-            # The most common of all, a grid of one-digit numbers in range.
-            return SudokuAnswer("grid", grid=rows, in_range=True), None
+        values = _digit_grid_values(text, size) if size is not None and 3 < size < 10 else None
+        if values is not None:
+            # The most common of all, a grid of one-digit numbers in range. Its rows: zip takes one value
+            # from each copy of the one iterator in turn (the grouping idiom zip's documentation gives).
+            return SudokuAnswer("grid", grid=tuple(zip(*[iter(values)] * size)), digits=values), None
         try:
             answer, _ = _structure(json.loads(text), size)
         except (ValueError, RecursionError):

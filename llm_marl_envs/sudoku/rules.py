@@ -216,6 +216,14 @@ def _clue_values(clues: Grid) -> tuple[tuple[int, int, int], ...]:
     return tuple((r, c, v) for r, row in enumerate(clues) for c, v in enumerate(row) if v != 0)
 
 
+@lru_cache(maxsize=1024)
+def _clue_bytes(clues: Grid) -> tuple[int, int]:
+    """The clues' values as one integer, a byte per cell (row-major, big-endian), and the mask of their
+    cells (0xFF at each clue's byte): `apply_grid` checks a whole answer against them at once."""
+    values = bytes(chain.from_iterable(clues))
+    return int.from_bytes(values, "big"), int.from_bytes(bytes([0xFF if v else 0 for v in values]), "big")
+
+
 def changed_clues(grid: Grid, clues: Grid) -> list[Cell]:
     """Clue cells whose digit `grid` does not keep."""
     if grid == clues:
@@ -328,11 +336,24 @@ def _cells(n: int) -> tuple[Cell, ...]:
     return tuple((r, c) for r in range(n) for c in range(n))
 
 
-def apply_grid(grid: Grid, clues: Grid, new: Grid, shape: Shape, *, checked: bool = False) -> Application:
+def apply_grid(grid: Grid, clues: Grid, new: Grid, shape: Shape, *, checked: bool = False,
+               digits: bytes | None = None) -> Application:
     """Replace the grid by a full N x N answer (0 = empty); it must keep every clue. `checked`: `new`
     is already a tuple of N tuples of plain ints in 0..N (a parsed answer that `grid_out_of_range`
-    passed, or that the parser marked `in_range`), so neither the range nor the types are checked again."""
+    passed, or that the parser marked `in_range`), so neither the range nor the types are checked again.
+    `digits`: `new`'s values row-major, one byte each (the parser's `SudokuAnswer.digits`, which implies
+    `checked`), with `grid` and `clues` grids as `to_grid` makes them: the answer is then compared with
+    the clues and with the grid as whole integers, a byte per cell, instead of cell by cell."""
     n = shape.size
+    if digits is not None:
+        clue_values, clue_cells = _clue_bytes(clues)
+        answer = int.from_bytes(digits, "big")
+        if not (answer ^ clue_values) & clue_cells:  # every clue kept (else the path below lists the changed ones)
+            before = bytes(chain.from_iterable(grid))
+            changed = (answer ^ int.from_bytes(before, "big")).to_bytes(n * n, "big")  # nonzero where a cell changes
+            filled = bytes(compress(before, changed)).count(0)  # changed cells that were blank
+            return Application(grid, new, edited=tuple(compress(_cells(n), changed)), progress=filled / (n * n))
+        checked = True
     if not checked:
         errors = grid_out_of_range(new, shape)
         if errors:
