@@ -126,6 +126,7 @@ def test_apply_steps(steps, after, out_of_range, clue_changes, edited):
     assert app.clue_changes == clue_changes
     assert app.edited == edited
     assert app.applied == (not out_of_range and not clue_changes)
+    assert app.blanks == sum(v == 0 for row in after for v in row)
 
 
 def test_apply_steps_reports_illegal_placements_and_allows_fixing_them():
@@ -147,6 +148,7 @@ def test_apply_steps_reports_illegal_placements_and_allows_fixing_them():
 def test_apply_grid(new, applied, why):
     app = apply_grid(START, START, new, S4)
     assert app.applied == applied
+    assert app.blanks == sum(v == 0 for row in app.after for v in row)
     if why == "clue":
         assert app.clue_changes and app.after == START
     if why == "range":
@@ -174,6 +176,7 @@ def test_apply_grid_on_the_parsers_digits_is_the_cell_by_cell_path(size, data):
     new = [[data.draw(cells) for _ in range(size)] for _ in range(size)]
     new = keep(new) if data.draw(st.booleans()) else tuple(map(tuple, new))  # often an answer that keeps them
     expected = apply_grid(grid, clues, new, shape, checked=True)
+    assert expected.blanks == sum(v == 0 for row in expected.after for v in row)
     assert apply_grid(grid, clues, new, shape, checked=True, digits=bytes(itertools.chain.from_iterable(new))) == expected
 
 

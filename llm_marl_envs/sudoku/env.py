@@ -100,8 +100,8 @@ from ..core.tool_planner import Applied, Mode, ToolPlannerEnv, ToolRun
 from . import prompts
 from .generator import SudokuConfig, SudokuInstance, generate
 from .parse import SudokuAnswer, parse_answer
-from .rules import (Application, Cell, Grid, apply_grid, apply_steps, conflict_cells, conflicts, grid_out_of_range,
-                    is_complete, is_solved, steps_out_of_range, to_grid)
+from .rules import (Application, Cell, Grid, apply_grid, apply_steps, blank_count, conflict_cells, conflicts,
+                    grid_out_of_range, is_solved, steps_out_of_range, to_grid)
 
 LAMBDA_SUDOKU = 0.60
 PLANNER_COEF = {"fmt": 0.15, "legal": 0.55, "prog": 0.30}
@@ -122,7 +122,7 @@ def solved_after(app: Application, bad: frozenset[Cell]) -> bool:
     """`is_solved(app.after, clues, shape)` given `bad = conflicts(app.after, shape)`, without a second
     search: the grid after an answer always keeps every clue (an answer that would change one is
     rejected whole and leaves the grid, which keeps them), so it is solved when complete and `bad` is empty."""
-    return not bad and is_complete(app.after)
+    return not bad and app.blanks == 0
 
 
 def tool_terms(app: Application, bad: frozenset[Cell]) -> dict[str, float]:
@@ -141,8 +141,7 @@ def planner_feedback(app: Application, clues: Grid, success: bool, bad: frozense
         shown = ", ".join(f"({r + 1}, {c + 1}) is {clues[r][c]}" for r, c in app.clue_changes[:5])
         return f"rejected: the answer changes given clues ({shown}); the grid is unchanged"
     filled = round(app.progress * len(clues) ** 2)
-    blanks = sum(row.count(0) for row in app.after)
-    text = f"applied: {len(app.edited)} cells changed, {filled} newly filled; {blanks} blank cells left"
+    text = f"applied: {len(app.edited)} cells changed, {filled} newly filled; {app.blanks} blank cells left"
     bad = sorted(bad)
     if bad:
         shown = ", ".join(f"({r + 1}, {c + 1})" for r, c in bad[:8])
@@ -179,7 +178,7 @@ class raw_env(ToolPlannerEnv):
         return prompts.task_text(self.shape, self.grid, self.clues, self.turn, self.max_turns)
 
     def _render_state(self) -> str:
-        blanks = sum(1 for row in self.grid for v in row if v == 0)
+        blanks = blank_count(self.grid)
         bad = conflicts(self.grid, self.shape)
         status = f"{self.instance.num_clues} clues | {blanks} blanks | " + (f"{len(bad)} cells in conflict" if bad else "no conflicts")
         return f"{prompts.board_text(self.grid, self.shape)}\n{status}"

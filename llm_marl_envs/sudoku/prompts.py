@@ -9,7 +9,7 @@ import re
 from functools import lru_cache
 
 from ..core.tool_planner import TurnContext, history_text, tool_run_text
-from .rules import Grid, Shape
+from .rules import Grid, Shape, blank_count
 
 TASK_HEADER = "Solve the {n}x{n} Sudoku."
 _HEADER_RE = re.compile(r"Solve the (\d+)x\1 Sudoku\.")
@@ -102,7 +102,7 @@ def _json_template(n: int) -> str:
 def task_text(shape: Shape, grid: Grid, clues: Grid, turn: int, max_turns: int) -> str:
     """The task (A.2.2 "Task" and "Env Context") showing the CURRENT grid."""
     n = shape.size
-    blanks = sum(row.count(0) for row in grid)
+    blanks = blank_count(grid)
     num_clues = sum(1 for row in clues for v in row if v)
     if grid == clues:
         clue_line = "Given clues: every digit shown above is a given clue and cannot be changed."

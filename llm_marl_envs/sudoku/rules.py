@@ -206,6 +206,11 @@ def is_complete(grid: Grid) -> bool:
     return all(0 not in row for row in grid)
 
 
+def blank_count(grid: Grid) -> int:
+    """Empty cells (0) of the grid."""
+    return sum([row.count(0) for row in grid])
+
+
 def clue_cells(clues: Grid) -> list[Cell]:
     return [(r, c) for r, row in enumerate(clues) for c, v in enumerate(row) if v != 0]
 
@@ -257,6 +262,8 @@ class Application:
     before: Grid
     after: Grid
     """The grid after the answer: `before` when the answer was malformed or changed a clue."""
+    blanks: int
+    """Blank cells of `after` (0: complete)."""
     out_of_range: tuple[str, ...] = ()
     """Malformed parts (index or value outside 1..N; wrong grid shape); nothing applied if any."""
     clue_changes: tuple[Cell, ...] = ()
@@ -316,10 +323,10 @@ def apply_steps(grid: Grid, clues: Grid, steps: list[Step] | tuple[Step, ...], s
     """Apply 1-based fill steps (r, c, v) in order; a later step may overwrite an earlier one."""
     errors = steps_out_of_range(steps, shape)
     if errors:
-        return Application(grid, grid, out_of_range=errors)
+        return Application(grid, grid, blank_count(grid), out_of_range=errors)
     changed = [(r - 1, c - 1) for r, c, v in steps if clues[r - 1][c - 1] not in (0, v)]
     if changed:
-        return Application(grid, grid, clue_changes=tuple(dict.fromkeys(changed)))
+        return Application(grid, grid, blank_count(grid), clue_changes=tuple(dict.fromkeys(changed)))
     rows = [list(row) for row in grid]
     edited: dict[Cell, None] = {}
     for r, c, v in steps:
@@ -352,20 +359,21 @@ def apply_grid(grid: Grid, clues: Grid, new: Grid, shape: Shape, *, checked: boo
             before = bytes(chain.from_iterable(grid))
             changed = (answer ^ int.from_bytes(before, "big")).to_bytes(n * n, "big")  # nonzero where a cell changes
             filled = bytes(compress(before, changed)).count(0)  # changed cells that were blank
-            return Application(grid, new, edited=tuple(compress(_cells(n), changed)), progress=filled / (n * n))
+            return Application(grid, new, digits.count(0), edited=tuple(compress(_cells(n), changed)),
+                               progress=filled / (n * n))
         checked = True
     if not checked:
         errors = grid_out_of_range(new, shape)
         if errors:
-            return Application(grid, grid, out_of_range=errors)
+            return Application(grid, grid, blank_count(grid), out_of_range=errors)
         new = to_grid(new)
     changed = changed_clues(new, clues)
     if changed:
-        return Application(grid, grid, clue_changes=tuple(changed))
+        return Application(grid, grid, blank_count(grid), clue_changes=tuple(changed))
     edited = tuple(compress(_cells(n), map(ne, chain.from_iterable(new), chain.from_iterable(grid))))
     return _applied(grid, new, edited)
 
 
 def _applied(before: Grid, after: Grid, edited: tuple[Cell, ...]) -> Application:
     filled = len([1 for r, c in edited if before[r][c] == 0])  # edited cells differ, so a blank one is now filled
-    return Application(before, after, edited=edited, progress=filled / (len(before) ** 2))
+    return Application(before, after, blank_count(after), edited=edited, progress=filled / (len(before) ** 2))
