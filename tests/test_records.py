@@ -71,3 +71,19 @@ def test_fast_init_refuses_what_it_does_not_handle():
 @pytest.mark.parametrize("cls", [RewardBreakdown, ToolRun, TurnRecord, SudokuAnswer, Application])
 def test_the_records_a_step_makes_have_the_fields_in_their_constructor(cls):
     assert list(inspect.signature(cls.__init__).parameters)[1:] == [f.name for f in dataclasses.fields(cls)]
+
+
+def test_a_breakdowns_local_and_reward_are_its_infos():
+    """`RewardBreakdown.local` / `.reward` and `to_info()` add the same terms in the same order, so they
+    agree to the last bit (Python 3.12's compensated `sum` would not)."""
+    import random
+
+    from llm_marl_envs.sudoku.env import LAMBDA_SUDOKU, PLANNER_COEF, TOOL_COEF
+
+    rng = random.Random(0)
+    for coefficients in (PLANNER_COEF, TOOL_COEF, {"a": 0.1, "b": 0.2, "c": 0.3, "d": 0.4}):
+        for _ in range(3000):
+            terms = {name: rng.choice([0.0, 1.0, rng.random(), rng.randrange(17) / 16]) for name in coefficients}
+            breakdown = RewardBreakdown(rng.choice([0.0, 1.0]), terms, coefficients, mask=1.0, lam=LAMBDA_SUDOKU)
+            info = breakdown.to_info()
+            assert (breakdown.local, breakdown.reward) == (info["local_reward"], info["reward"])

@@ -38,8 +38,12 @@ class RewardBreakdown:
 
     @property
     def local(self) -> float:
-        """r_loc = Σ_l c_l·s_l."""
-        return float(sum(self.coefficients[name] * score for name, score in self.terms.items()))
+        """r_loc = Σ_l c_l·s_l, added left to right as `to_info` adds it (the builtin `sum` compensates
+        rounding on Python 3.12 and later, and would differ from `to_info` in the last bit)."""
+        local = 0
+        for name, score in self.terms.items():
+            local += self.coefficients[name] * score
+        return float(local)
 
     @property
     def reward(self) -> float:
