@@ -66,7 +66,7 @@ def reply_for(name: str, role: str, obs: dict, rng: np.random.Generator, oracle,
 
 
 # The interpreter's own words for a program that overflows its parser (one of GARBAGE's programs does):
-# empty on CPython 3.11, where the digests were recorded, and this on 3.12 and later. Written as 3.11
+# empty on CPython 3.11, where the digests were recorded, and this on 3.12. Written as 3.11
 # writes them, so the digests hold on either.
 _PARSER_OVERFLOW = "MemoryError: Parser stack overflowed - Python source too complex to parse"
 
