@@ -353,9 +353,9 @@ def apply_grid(grid: Grid, clues: Grid, new: Grid, shape: Shape, *, checked: boo
     the clues and with the grid as whole integers, a byte per cell, instead of cell by cell."""
     n = shape.size
     if digits is not None:
-        clue_values, clue_cells = _clue_bytes(clues)
+        clue_values, clue_mask = _clue_bytes(clues)
         answer = int.from_bytes(digits, "big")
-        if not (answer ^ clue_values) & clue_cells:  # every clue kept (else the path below lists the changed ones)
+        if not (answer ^ clue_values) & clue_mask:  # every clue kept (else the path below lists the changed ones)
             before = bytes(chain.from_iterable(grid))
             changed = (answer ^ int.from_bytes(before, "big")).to_bytes(n * n, "big")  # nonzero where a cell changes
             filled = bytes(compress(before, changed)).count(0)  # changed cells that were blank
