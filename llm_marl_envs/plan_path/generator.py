@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache, partial
+from itertools import compress
 
 import numpy as np
 
@@ -52,16 +53,21 @@ class PlanPathInstance:
         for r, c in self.grid.walls:
             if 0 <= r < h and 0 <= c < w:
                 cells[r * stride + c] = 35  # "#"
-        return _key(self.start, self.goal, cells[:-1])
+        return _key(str(self.start), str(self.goal), cells[:-1])
 
 
-def _key(start: Cell, goal: Cell, layout: bytes | bytearray) -> str:
-    """`PlanPathInstance.key()`: `layout` is the grid's rows, "." open and "#" a wall, joined by "/"."""
+def _key(start: str, goal: str, layout: bytes | bytearray) -> str:
+    """`PlanPathInstance.key()` from the `str` of start and goal; `layout` is the grid's rows, "." open
+    and "#" a wall, joined by "/"."""
     return f"{start}|{goal}|{layout.decode()}"
 
 
 _LAYOUT_CHARS = bytes.maketrans(b"\x00\x01", b"#.")
 """Maps the bytes of an open-cell mask (False, True) to the key's characters (a wall, an open cell)."""
+_BIT_CHARS = bytes.maketrans(b"\x00\x01", b"01")
+"""Maps the bytes of an open-cell mask to binary digits: read last cell first, they are the bitset `int(..., 2)`."""
+_WALL_FLAGS = bytes.maketrans(b"\x00\x01", b"\x01\x00")
+"""Maps the bytes of an open-cell mask to a wall mask, for `itertools.compress`."""
 
 
 MAX_TRIES = 10_000
@@ -71,6 +77,12 @@ MAX_TRIES = 10_000
 def _cells(height: int, width: int) -> tuple[Cell, ...]:
     """(row, column) of every flat cell index, row-major."""
     return tuple(divmod(i, width) for i in range(height * width))
+
+
+@lru_cache(maxsize=16)
+def _cell_texts(height: int, width: int) -> tuple[str, ...]:
+    """`str` of every cell of `_cells`, as the key writes start and goal."""
+    return tuple(map(str, _cells(height, width)))
 
 
 def two_distinct(rng: np.random.Generator, n: int) -> tuple[int, int]:
@@ -128,6 +140,7 @@ def generate(rng: np.random.Generator, config: PlanPathConfig) -> PlanPathInstan
     h, w = config.height, config.width
     # numpy's own draws where the 32-bit halves are not PCG64's (another bit generator)
     pair = _PairDraws(rng).two_distinct if type(rng.bit_generator) is np.random.PCG64 else partial(two_distinct, rng)
+    cells, shortest, longest = _cells(h, w), config.min_path_length, config.max_path_length
     for _ in range(MAX_TRIES):
         open_cells = rng.random(h * w) >= config.wall_density  # the draws of rng.random((h, w)), flat
         free = open_cells.nonzero()[0]
@@ -135,20 +148,18 @@ def generate(rng: np.random.Generator, config: PlanPathConfig) -> PlanPathInstan
             continue
         i, j = pair(len(free))
         start, goal = int(free[i]), int(free[j])
-        # Bit k of `free_bits` is cell k: packbits with little bit order keeps the flat index.
-        free_bits = int.from_bytes(np.packbits(open_cells, bitorder="little").tobytes(), "little")
-        length = shortest_length(free_bits, h, w, start, goal)
-        if length < 0 or length < config.min_path_length:
-            continue
-        if config.max_path_length is not None and length > config.max_path_length:
-            continue
-        cells = _cells(h, w)
-        walls = frozenset([cells[k] for k in (~open_cells).nonzero()[0].tolist()])
+        mask = open_cells.tobytes()  # one byte a cell, 1 where open
+        # Bit k of the bitset is cell k: the mask as binary digits, last cell first.
+        length = shortest_length(int(mask[::-1].translate(_BIT_CHARS), 2), h, w, start, goal)
+        if length < shortest or (longest is not None and length > longest):
+            continue  # -1 (no path) is shorter than any minimum
+        walls = frozenset(compress(cells, mask.translate(_WALL_FLAGS)))
         instance = PlanPathInstance(Grid(h, w, walls), cells[start], cells[goal], length)
         # Its key, which `draw_instance` asks every candidate for, from the mask: one translate of the
         # mask's bytes instead of a pass over the walls. Written once, like the fields; `==`, `repr` and
         # `dataclasses.replace` (which builds the key again) do not see it.
-        layout = open_cells.tobytes().translate(_LAYOUT_CHARS)
-        instance.__dict__["_key"] = _key(cells[start], cells[goal], b"/".join([layout[k:k + w] for k in range(0, h * w, w)]))
+        layout = b"/".join([mask[k:k + w] for k in range(0, h * w, w)]).translate(_LAYOUT_CHARS)
+        texts = _cell_texts(h, w)
+        instance.__dict__["_key"] = _key(texts[start], texts[goal], layout)
         return instance
     raise ValueError(f"no Plan-Path instance satisfies {config} in {MAX_TRIES} tries; lower wall_density or min_path_length")
