@@ -153,6 +153,13 @@ def test_instance_rng_is_default_rngs_generator_of_the_documented_seed_sequence(
                 assert mine.generate_state(n_words, dtype).tolist() == numpys.generate_state(n_words, dtype).tolist()
             assert [c.random() for c in got.spawn(2)] == [c.random() for c in expected.spawn(2)]
             assert got.random(3).tolist() == expected.random(3).tolist()
+    # The written-out path assumes numpy's default pool of 4 words; another pool size is numpy's own.
+    from llm_marl_envs.core.instances import _InstanceSeed
+
+    for pool_size in (4, 8):
+        words = np.array([7, 1, 2**32 - 1, 5], dtype=np.uint32)
+        ours, numpys = _InstanceSeed(words, pool_size=pool_size), np.random.SeedSequence(words, pool_size=pool_size)
+        assert ours.generate_state(4, np.uint64).tolist() == numpys.generate_state(4, np.uint64).tolist()
     with pytest.raises(ValueError, match="attempt"):
         instance_rng("x", "train", 0, -1)
     with pytest.raises(ValueError):  # numpy refuses it too

@@ -76,7 +76,7 @@ class _InstanceSeed(np.random.SeedSequence):
     def generate_state(self, n_words, dtype=np.uint32):
         if n_words != 4 or dtype is not np.uint64 or self.pool_size != 4:
             return super().generate_state(n_words, dtype)
-        # Written out word by word: a loop over the 8 words cost a quarter more, on every candidate.
+        # Written out word by word: a loop over the 8 words costs about a third more, on every candidate.
         w0, w1, w2, w3 = self.pool.tolist()
         b0, b1, b2, b3, b4, b5, b6, b7 = _STATE_BEFORE
         a0, a1, a2, a3, a4, a5, a6, a7 = _STATE_AFTER
