@@ -14,7 +14,7 @@ from agents import run_episode
 from agents.garbage import GarbageAgent
 from agents.oracle import make_oracle
 from agents.random_agent import RandomAgent
-from llm_marl_envs.core.instances import SPLITS, draw_instance, instance_hash, instance_rng, split_of
+from llm_marl_envs.core.instances import SPLITS, _InstanceSeed, draw_instance, instance_hash, instance_rng, split_of
 
 ENVS = sorted(llm_marl_envs.registry.available())
 VARIANTS = {name: dict(llm_marl_envs.registry.get(name).variants) for name in ENVS}
@@ -154,8 +154,6 @@ def test_instance_rng_is_default_rngs_generator_of_the_documented_seed_sequence(
             assert [c.random() for c in got.spawn(2)] == [c.random() for c in expected.spawn(2)]
             assert got.random(3).tolist() == expected.random(3).tolist()
     # The written-out path assumes numpy's default pool of 4 words; another pool size is numpy's own.
-    from llm_marl_envs.core.instances import _InstanceSeed
-
     for pool_size in (4, 8):
         words = np.array([7, 1, 2**32 - 1, 5], dtype=np.uint32)
         ours, numpys = _InstanceSeed(words, pool_size=pool_size), np.random.SeedSequence(words, pool_size=pool_size)
