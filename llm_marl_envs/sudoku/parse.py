@@ -1,10 +1,10 @@
 """Parse a Sudoku answer: a full grid (JSON array of arrays) or a list of fill steps [[r, c, v], ...].
 
-Model output is untrusted: only `json`, `ast.literal_eval`, a bracket scanner and a regular expression
-(for the plain grid of one-digit numbers) are used, never `eval`, and every failure is returned as an
-error string, never raised. Tolerated around the answer: any surrounding text, markdown fences,
-Python tuples `(r, c, v)`, single quotes, trailing commas, `null` for a blank in a grid, and a grid
-written as strings of digits (`["12.4", ...]`, `.` or `0` for a blank). The first top-level `[...]`
+Model output is untrusted: only `json`, `ast.literal_eval`, a bracket scanner and a comparison with a
+byte template (for the plain grid of one-digit numbers) are used, never `eval`, and every failure is
+returned as an error string, never raised. Tolerated around the answer: any surrounding text, markdown
+fences, Python tuples `(r, c, v)`, single quotes, trailing commas, `null` for a blank in a grid, and a
+grid written as strings of digits (`["12.4", ...]`, `.` or `0` for a blank). The first top-level `[...]`
 that holds a grid or a step list is the answer. The final-answer marker `####` is handled by
 `core.text.extract_final_answer`.
 
@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import ast
 import json
-import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from itertools import chain
@@ -61,13 +60,17 @@ _DIGIT_VALUES = bytes(range(48)) + bytes(range(10)) + bytes(range(58, 256))
 
 
 @lru_cache(maxsize=16)
-def _digit_grid(size: int) -> re.Pattern[bytes]:
-    """A JSON grid of `size` rows of `size` one-digit integers in 0..size written without whitespace
-    (`size` <= 9). JSON whitespace only ever separates tokens, and no two digits of such a grid are
-    adjacent, so a text is such a grid with whitespace exactly when it matches once its whitespace is
+def _digit_grid(size: int) -> tuple[bytes, bytes]:
+    """(table, template) of a JSON grid of `size` rows of `size` one-digit integers in 0..size written
+    without whitespace (`size` <= 9): `table` maps the digits 0..size to b"0" and the other digits to
+    b"x", so a whitespace-free text is such a grid exactly when `text.translate(table) == template`, the
+    grid of zeros. JSON whitespace only ever separates tokens, and no two digits of such a grid are
+    adjacent, so a text is such a grid with whitespace exactly when it is one once its whitespace is
     deleted."""
-    row = rb"\[[0-%d](?:,[0-%d]){%d}\]" % (size, size, size - 1)
-    return re.compile(rb"\[%s(?:,%s){%d}\]" % (row, row, size - 1))
+    table = bytearray(range(256))
+    table[ord("0"):ord("9") + 1] = b"0" * (size + 1) + b"x" * (9 - size)
+    row = b"[" + b",".join([b"0"] * size) + b"]"
+    return bytes(table), b"[" + b",".join([row] * size) + b"]"
 
 
 def _digit_grid_values(text: str, size: int) -> bytes | None:
@@ -77,7 +80,8 @@ def _digit_grid_values(text: str, size: int) -> bytes | None:
     if not text.isascii():
         return None
     compact = text.encode().translate(None, _JSON_SPACE)
-    if _digit_grid(size).fullmatch(compact) is None:
+    table, template = _digit_grid(size)
+    if compact.translate(table) != template:
         return None
     return compact.translate(_DIGIT_VALUES, b"[],")  # iterating bytes gives ints: digit k is k
 

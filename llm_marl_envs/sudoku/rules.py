@@ -222,11 +222,14 @@ def _clue_values(clues: Grid) -> tuple[tuple[int, int, int], ...]:
 
 
 @lru_cache(maxsize=1024)
-def _clue_bytes(clues: Grid) -> tuple[int, int]:
-    """The clues' values as one integer, a byte per cell (row-major, big-endian), and the mask of their
-    cells (0xFF at each clue's byte): `apply_grid` checks a whole answer against them at once."""
-    values = bytes(chain.from_iterable(clues))
-    return int.from_bytes(values, "big"), int.from_bytes(bytes([0xFF if v else 0 for v in values]), "big")
+def _board_bytes(grid: Grid, clues: Grid) -> tuple[int, int, int, int]:
+    """The values of `grid` and of `clues` as integers, a byte per cell (row-major, big-endian), the mask
+    of the clues' cells (0xFF at each clue's byte) and the blank count of `grid`: `apply_grid` compares
+    a whole answer with them at once. Every answer of one state (the tool's proposal and the planner's
+    answer of each branch forked from it) is applied to the same grid and clues."""
+    before, values = bytes(chain.from_iterable(grid)), bytes(chain.from_iterable(clues))
+    clue_mask = bytes([0xFF if v else 0 for v in values])
+    return int.from_bytes(before, "big"), int.from_bytes(values, "big"), int.from_bytes(clue_mask, "big"), before.count(0)
 
 
 def changed_clues(grid: Grid, clues: Grid) -> list[Cell]:
@@ -353,14 +356,15 @@ def apply_grid(grid: Grid, clues: Grid, new: Grid, shape: Shape, *, checked: boo
     the clues and with the grid as whole integers, a byte per cell, instead of cell by cell."""
     n = shape.size
     if digits is not None:
-        clue_values, clue_mask = _clue_bytes(clues)
+        before, clue_values, clue_mask, blanks = _board_bytes(grid, clues)
         answer = int.from_bytes(digits, "big")
         if not (answer ^ clue_values) & clue_mask:  # every clue kept (else the path below lists the changed ones)
-            before = bytes(chain.from_iterable(grid))
-            changed = (answer ^ int.from_bytes(before, "big")).to_bytes(n * n, "big")  # nonzero where a cell changes
-            filled = bytes(compress(before, changed)).count(0)  # changed cells that were blank
+            cells = n * n
+            changed = (answer ^ before).to_bytes(cells, "big")  # nonzero where a cell changes
+            # Newly filled: the blanks of `grid` less those still blank in the answer (a zero byte of the OR).
+            filled = blanks - (answer | before).to_bytes(cells, "big").count(0)
             return Application(grid, new, digits.count(0), edited=tuple(compress(_cells(n), changed)),
-                               progress=filled / (n * n))
+                               progress=filled / cells)
         checked = True
     if not checked:
         errors = grid_out_of_range(new, shape)
