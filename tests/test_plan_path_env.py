@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from llm_marl_envs import plan_path_v1
+from llm_marl_envs.core.text import MAX_MOVES, MOVE_WORDS, parse_moves
 from llm_marl_envs.plan_path.generator import PlanPathConfig, PlanPathInstance, generate, two_distinct
 from llm_marl_envs.plan_path.rules import Grid, bfs_distances, shortest_path, simulate
 from llm_marl_envs.core.instances import instance_rng
@@ -282,3 +287,29 @@ def test_generation_on_another_bit_generator_draws_the_pair_with_numpy(monkeypat
         inst = generate(np.random.Generator(bit_generator), PlanPathConfig())
         assert calls and inst.shortest_length >= PlanPathConfig().min_path_length
         calls.clear()
+
+
+def _moves_as_specified(text: str, alphabet: str) -> list[str] | None:
+    """What `parse_moves` reads, written plainly: the first bracketed list (else the whole text), its
+    runs between separators (whitespace, commas, semicolons), each a move word once quotes, backticks
+    and dots around it are stripped; None when there is no run, too many, or one that is not a move."""
+    m = re.search(r"\[([^\[\]]*)\]", text)
+    tokens = re.findall(r"[^\s,;]+", m.group(1) if m else text)
+    if not tokens or len(tokens) > MAX_MOVES:
+        return None
+    moves = [MOVE_WORDS.get(token.strip("'\"`.").upper()) for token in tokens]
+    return moves if all(move is not None and move in alphabet for move in moves) else None
+
+
+_MOVE_PIECES = ["U", "D", "L", "R", "up", "LEFT", "'U'", "`R`.", "UU", "x", "", " ", ",", ";", "\t", "\n", "[", "]",
+                "\u00a0", "\u2003", "\x1c", "\x85"]  # Unicode whitespace (str.split and \\s split on it) included
+
+
+@given(st.one_of(st.lists(st.sampled_from(_MOVE_PIECES), max_size=30).map("".join),
+                 st.text(alphabet="".join(_MOVE_PIECES) + "dlrpoefgihtw'\"", max_size=60)),
+       st.sampled_from(["UDLR", "UD"]))
+@settings(max_examples=1500, deadline=None)
+def test_move_lists_parse_as_specified(text, alphabet):
+    moves, error = parse_moves(text, alphabet)
+    assert moves == _moves_as_specified(text, alphabet), text
+    assert (moves is None) != (error is None)
