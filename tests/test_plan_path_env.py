@@ -302,7 +302,7 @@ def _moves_as_specified(text: str, alphabet: str) -> list[str] | None:
 
 
 _MOVE_PIECES = ["U", "D", "L", "R", "up", "LEFT", "'U'", "`R`.", "UU", "x", "", " ", ",", ";", "\t", "\n", "[", "]",
-                "\u00a0", "\u2003", "\x1c", "\x85"]  # Unicode whitespace (str.split and \\s split on it) included
+                "\u00a0", "\u2003", "\x1c", "\x85"]  # Unicode whitespace (str.split and \s split on it) included
 
 
 @given(st.one_of(st.lists(st.sampled_from(_MOVE_PIECES), max_size=30).map("".join),

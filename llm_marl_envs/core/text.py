@@ -80,7 +80,7 @@ def parse_moves(text: str, alphabet: str = "UDLR") -> tuple[list[str] | None, st
         return None, f"action list longer than {MAX_MOVES} moves"
     if alphabet == "UDLR" and _LETTERS.issuperset(tokens):  # the common reply: single-letter moves
         return tokens, None
-    moves = [MOVE_WORDS.get(token) for token in tokens]  # the common case: plain U/D/L/R words
+    moves = [MOVE_WORDS.get(token) for token in tokens]  # plain move words (UP, LEFT, ...), or another alphabet
     if set(moves).issubset(alphabet):  # (None, an unknown word, is in no alphabet)
         return moves, None  # type: ignore[return-value]
     moves = []
