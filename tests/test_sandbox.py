@@ -212,6 +212,17 @@ def test_what_the_server_prepares_once_is_fresh_in_every_run(one_worker):
     assert one_worker.run("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)").status == "crash"
 
 
+def test_a_program_sees_only_the_environment_the_server_gives_it(sandbox):
+    """Nothing of the owner's environment nor of the server's own (LD_BIND_NOW, set for the server
+    only) reaches a program: its environment is the documented few variables and its directory."""
+    result = sandbox.run("import os\nprint(sorted(os.environ))\nprint(os.environ['HOME'] == os.getcwd())")
+    assert result.status == "ok", result.stderr
+    names, home_is_cwd = result.stdout.splitlines()
+    assert names == str(sorted(["PATH", "LANG", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
+                                "HOME", "TMPDIR"]))
+    assert home_is_cwd == "True"
+
+
 def test_kernel_layers_hold_without_the_audit_hook(sandbox):
     """Defence in depth: with the audit hook switched off (a private protocol flag that only our
     process can set), the kernel itself still refuses. Each program prints "denied" when it is."""

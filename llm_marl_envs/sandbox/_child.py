@@ -54,8 +54,11 @@ _SHIMS = {"_posixsubprocess": ("fork_exec",)}
 """Blocked modules that standard modules import at their top (subprocess, hence asyncio): a shim
 stands in, whose functions are stubs."""
 _KEPT: list = []
-"""What a child must not free (see `prepare_server`); this module's namespace outlives the child's
-clearing of the server's, as its functions hold it."""
+"""What a child must not free: the server's globals and streams (see `prepare_server`) and what the
+server's frames held when it forked the child (its job, the job's line), which the child would
+free on its way out of them. Freeing an object writes to its memory and to all it holds, each
+page written a copy of the server's; held here, they are only counted down. This module's
+namespace outlives the child's clearing of the server's, as its functions hold it."""
 _ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "OPENBLAS_NUM_THREADS": "1",
         "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 """The program's whole environment: nothing of the server's (API keys, tokens) is passed on."""
@@ -67,6 +70,7 @@ def enter(forked: tuple | None) -> tuple:
     if forked is None:
         raise SystemExit(0)
     policy, prepared, job, stdin_fd, stdout_fd, stderr_fd, lifeline_fd = forked
+    _KEPT.append(forked)  # the job the server read (see _KEPT)
     try:
         os.setsid()
         for fd, target in ((stdin_fd, 0), (stdout_fd, 1), (stderr_fd, 2), (lifeline_fd, LIFELINE_FD)):
@@ -166,7 +170,7 @@ def prepare_server(policy: dict) -> dict:
     # here too, they outlive that: the child only counts each one down instead of freeing it with
     # all it holds, which would write to (and so copy, page by page) much more of the server's memory.
     _KEPT.extend([*sys.modules["__main__"].__dict__.values(), sys.stdin, sys.stdout, sys.stderr,
-                  sys.__stdin__, sys.__stdout__, sys.__stderr__])
+                  sys.__stdin__, sys.__stdout__, sys.__stderr__, sys.argv, sys.orig_argv, policy])
     return {"streams": (stdin, stdout, stderr), "hook": _guard.make_hook(run_dir, policy)}
 
 

@@ -105,6 +105,7 @@ def main() -> tuple | None:
             outcome, value = "result", {"stdout": "", "stderr": f"[sandbox] internal error: {exc!r}",
                                         "exit_code": None, "status": "crash"}
         if outcome == "child":
+            _child._KEPT.append((line, layers, state))  # not freed on the way out (see _child._KEPT)
             return (policy, prepared, *value)
         if outcome != "result":
             break  # the owner is gone
@@ -174,6 +175,7 @@ def supervise(job: dict, state: dict) -> tuple[str, object]:
         except OSError:  # no spare now: the next job forks its own
             in_child = False
         if in_child:
+            _child._KEPT.append((job, watch, data))  # the running job's: not freed (see _child._KEPT)
             return "child", state["spare"]
     try:
         _wait(watch)
