@@ -55,10 +55,12 @@ _SHIMS = {"_posixsubprocess": ("fork_exec",)}
 stands in, whose functions are stubs."""
 _KEPT: list = []
 """What a child must not free: the server's globals and streams (see `prepare_server`) and what the
-server's frames held when it forked the child (its job, the job's line), which the child would
-free on its way out of them. Freeing an object writes to its memory and to all it holds, each
-page written a copy of the server's; held here, they are only counted down. This module's
-namespace outlives the child's clearing of the server's, as its functions hold it."""
+server's frames held when it forked the child (the job it came with, or for a spare forked while a
+job ran, that job's), which the child would free on its way out of them. Freeing an object writes
+to its memory and to all it holds, each page written a copy of the server's; held here, they are
+only counted down. Nothing held here is more than the child's copy of the server's memory holds
+anyway. This module's namespace outlives the child's clearing of the server's, as its functions
+hold it."""
 _ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "OPENBLAS_NUM_THREADS": "1",
         "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 """The program's whole environment: nothing of the server's (API keys, tokens) is passed on."""
