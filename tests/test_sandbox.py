@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from llm_marl_envs.sandbox import ExecResult, Sandbox, SandboxLimits, default_sandbox, pool
-from tests.support.sandbox_corpus import attempt, descendants, left_behind, with_sandbox_dir
+from llm_marl_envs.sandbox import ExecResult, Sandbox, SandboxLimits, _protocol, default_sandbox, pool
+from tests.support.sandbox_corpus import MEMORY_SCAN, attempt, descendants, left_behind, with_sandbox_dir
 
 LIMITS = SandboxLimits(wall_time_s=2.0, cpu_time_s=2.0, memory_mb=256, output_bytes=10_000)
 
@@ -197,6 +197,45 @@ def test_each_run_gets_a_fresh_directory(sandbox):
     sandbox.run("open('left_behind.txt', 'w').write('x')")
     result = sandbox.run("import os\nprint(os.listdir('.'))")
     assert result.stdout == "[]\n"
+
+
+def test_an_answer_is_taken_whole_however_the_pipe_splits_it():
+    """The owner reads a server's answers (`_protocol`): a job's result is complete only with all
+    of the output that follows its line, however the pipe splits what the server wrote."""
+    out, err = "héllo\n".encode(), f"warning\n{_protocol.MARK}network\n".encode()
+    end = {"status": None, "exit_code": _protocol.BLOCKED_EXIT, "note": "", "output": [len(out), len(err)]}
+    written = b'{"started": true}\n' + json.dumps(end).encode() + b"\n" + out + err + b'{"started": true}\n'
+    buffer, messages = b"", []
+    for byte in written:
+        buffer += bytes([byte])
+        while (taken := _protocol.split_answer(buffer))[0]:
+            messages.append(taken[1])
+            buffer = taken[2]
+    assert messages == [{"started": True}, {"stdout": "héllo\n", "stderr": f"warning\n{_protocol.MARK}network\n",
+                                            "exit_code": _protocol.BLOCKED_EXIT, "status": "blocked"}, {"started": True}]
+    assert buffer == b""
+    for broken in (b"not json\n", b'{"output": [1]}\n', b'{"output": null}\n'):
+        assert _protocol.split_answer(broken + b"next")[:2] == (True, None)  # the owner drops that server
+
+
+def test_a_run_finds_nothing_of_an_earlier_run_in_its_memory(one_worker):
+    """A program's memory is a copy of its fork server's: the server must hold nothing of an
+    earlier job there, neither its code nor its stdin nor what it wrote (a program could read a
+    test's hidden cases or expected output). A program that scans its own memory finds its own
+    marker (the scan works) and none of the earlier run's."""
+    layers = one_worker.isolation()
+    if not (layers["landlock_fs"] and layers["seccomp"]):
+        pytest.skip(f"without Landlock and seccomp the audit hook refuses numpy's array interface: {layers}")
+    token = os.urandom(6).hex()
+    earlier = one_worker.run(f"import sys\nprint(sys.stdin.read().replace('stdin-', 'stdout-'))\n# @@earlier-run:code-{token}",
+                             f"@@earlier-run:stdin-{token}")
+    assert earlier.stdout == f"@@earlier-run:stdout-{token}\n"
+    for _ in range(2):  # a job of the same server, then (spare or not) one forked after it
+        scan = one_worker.run(MEMORY_SCAN, f"{token}-now")
+        assert scan.status == "ok", scan.stderr
+        assert f"self-{token}-now" in scan.stdout  # the scan finds what this run made
+        for what in ("code", "stdin", "stdout"):
+            assert f"{what}-{token}" not in scan.stdout, f"an earlier run's {what} is in a later run's memory"
 
 
 def test_what_the_server_prepares_once_is_fresh_in_every_run(one_worker):

@@ -6,7 +6,9 @@
 Each execution runs in its own process, forked from a warm worker (a fork server, so a run costs
 milliseconds, not an interpreter start-up), with wall-clock, CPU, memory, file-size and output
 limits, in the worker's run directory (emptied after every run: a run finds nothing of an earlier
-one), and is killed with its whole process group. Isolation comes in independent layers, so that
+one), and is killed with its whole process group. Nor is anything of an earlier run in its memory,
+which is a copy of the fork server's: the server keeps jobs' bytes only in memory that its children
+do not inherit (`_protocol`). Isolation comes in independent layers, so that
 a hole in one is not a way out:
 
 1. resource limits, and no privileges: `nobody`, or uid 0 with every capability dropped when
@@ -35,6 +37,7 @@ that holds only standard modules (`_run`), and the server leaves no globals, mod
 behind for it (`_child`). Workers die with the process that owns the Sandbox.
 
 Modules: `limits` (SandboxLimits, ExecResult), `pool` (Sandbox, default_sandbox; our process);
+`_protocol` (what crosses the pipes between our process and a fork server);
 `_supervisor`, `_kernel`, `_landlock`, `_seccomp` (the worker's supervisor); `_server`, `_child`,
 `_run`, `_guard` (the fork server and its programs); `_paths` (both). Standard library only.
 """

@@ -6,11 +6,12 @@ What is the same for every run is done once, in the fork server before its first
 streams built, the audit hook made. A child inherits all of it, so what it still does itself is
 only what differs per run or per process.
 
-The fork server forks a child with its job, or ahead of it (a spare), and returns from every one
-of its functions in it (see `_server`), so `enter` runs with nothing below it but the server's
-module frame. It makes the process die with the server, gives the program its own `__main__` and
-clears the server's globals; a spare then waits for its job, which the server writes at the start
-of its stdin (`receive_job`). Last come the job's limits and the audit hook; `_run.run` then
+The fork server forks a child when its job comes, or ahead of it (a spare), and returns from
+every one of its functions in it (see `_server`), so `enter` runs with nothing below it but the
+server's module frame. It makes the process die with the server, gives the program its own
+`__main__` and clears the server's globals; then it reads its job, which the server writes at the
+start of its stdin (`receive_job`): the server's memory, which the child's is a copy of, never
+holds a job (see `_protocol`). Last come the job's limits and the audit hook; `_run.run` then
 executes the program with only that (now empty) module frame below it. A spare's CPU-time limit
 counts its preparation too (a few milliseconds). What stays in memory but unreachable
 (the hook's closure, this module, the server's globals and streams that it keeps) could be found
@@ -24,7 +25,6 @@ import binascii
 import builtins
 import fcntl
 import io
-import json
 import linecache
 import marshal
 import math
@@ -37,12 +37,11 @@ import types
 import _signal
 
 import _guard
+from _protocol import SETUP_FAILED_EXIT, SETUP_MARK
 
-SETUP_FAILED_EXIT = 96
-SETUP_MARK = "[sandbox] setup failed: "
 LIFELINE_FD = 3
 _F_SETSIG = 10  # Linux
-_PRIVATE_MODULES = ("_guard", "_child", "_run", "_paths")
+_PRIVATE_MODULES = ("_guard", "_child", "_run", "_paths", "_protocol")
 _IMPORT_SYSTEM_ONLY = ("create_builtin", "exec_builtin", "init_frozen")
 """`_imp` functions that would create a built-in module afresh, without an audit event and with
 the functions replaced by stubs below back in place; the fork server imports every built-in module
@@ -55,12 +54,13 @@ _SHIMS = {"_posixsubprocess": ("fork_exec",)}
 stands in, whose functions are stubs."""
 _KEPT: list = []
 """What a child must not free: the server's globals and streams (see `prepare_server`) and what the
-server's frames held when it forked the child (the job it came with, or for a spare forked while a
-job ran, that job's), which the child would free on its way out of them. Freeing an object writes
-to its memory and to all it holds, each page written a copy of the server's; held here, they are
-only counted down. Nothing held here is more than the child's copy of the server's memory holds
-anyway. This module's namespace outlives the child's clearing of the server's, as its functions
-hold it."""
+server's frames held when it forked the child (the header of the job it came for, or for a spare
+forked while a job ran, that job's state), which the child would free on its way out of them.
+Freeing an object writes to its memory and to all it holds, each page written a copy of the
+server's; held here, they are only counted down. Nothing held here is more than the child's copy
+of the server's memory holds anyway (the server's buffers of job bytes are not in it: see
+`_server._private`, whose objects must not be freed in a child either). This module's namespace
+outlives the child's clearing of the server's, as its functions hold it."""
 _ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "OPENBLAS_NUM_THREADS": "1",
         "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 """The program's whole environment: nothing of the server's (API keys, tokens) is passed on."""
@@ -71,8 +71,8 @@ def enter(forked: tuple | None) -> tuple:
     At the server's end of input (`forked` is None), exit."""
     if forked is None:
         raise SystemExit(0)
-    policy, prepared, job, stdin_fd, stdout_fd, stderr_fd, lifeline_fd = forked
-    _KEPT.append(forked)  # the job the server read (see _KEPT)
+    policy, prepared, stdin_fd, stdout_fd, stderr_fd, lifeline_fd = forked
+    _KEPT.append(forked)  # see _KEPT
     try:
         os.setsid()
         for fd, target in ((stdin_fd, 0), (stdout_fd, 1), (stderr_fd, 2), (lifeline_fd, LIFELINE_FD)):
@@ -81,8 +81,7 @@ def enter(forked: tuple | None) -> tuple:
         os.chdir(policy["run_dir"])
         os.closerange(LIFELINE_FD + 1, 1 << 16)
         namespace = _prepare_interpreter(prepared["streams"])
-        if job is None:  # a spare: it was forked before its job came
-            job = receive_job(0)
+        job = receive_job(0)
         program = _program(job)
         _set_limits(job["limits"], no_processes=policy["no_processes"])
         # Tracebacks read the program's source through linecache: serve it from memory.
@@ -98,8 +97,9 @@ def enter(forked: tuple | None) -> tuple:
 
 def receive_job(fd: int) -> dict:
     """The job at the start of `fd` (the child's stdin): an 8-byte length, then that many bytes of
-    JSON {"code", "compiled", "limits", "guard"}. Reads exactly that much: the program's stdin follows."""
-    return json.loads(_read_exactly(fd, int.from_bytes(_read_exactly(fd, 8), "little")))
+    marshal data {"code", "compiled", "limits", "guard"} (the owner's, before the audit hook, which
+    refuses marshal data). Reads exactly that much: the program's stdin follows."""
+    return marshal.loads(_read_exactly(fd, int.from_bytes(_read_exactly(fd, 8), "little")))
 
 
 def _program(job: dict) -> str | types.CodeType:

@@ -38,8 +38,7 @@ import os
 import stat
 import sys
 
-BLOCKED_EXIT = 97
-MARK = "[sandbox] blocked: "
+from _protocol import BLOCKED_EXIT, MARK  # how the owner tells that the hook stopped a program
 
 _READ, _WRITE, _INSIDE, _LINK = 1, 2, 3, 4  # what a path argument needs
 _PROCESS_EVENTS = ("os.fork", "os.forkpty", "os.system", "os.exec", "os.spawn", "os.posix_spawn",

@@ -1,23 +1,22 @@
 """Fork server: `python -I _server.py RUN_DIR LAYERS` (standard library only; never loads ctypes).
 
 Started by the supervisor (`_supervisor`), already confined: it runs as the user the programs run
-as, under the Landlock ruleset and the seccomp filter they run under. Protocol on stdin/stdout, one
-JSON object per line. The server first says {"layers": {...}} (the isolation layers this machine
-gives it). Then for each job {"code", "compiled" (optional), "stdin", "limits", "ahead"} it
-answers {"started": true} at once and {"stdout", "stderr", "exit_code", "status"} when the job is
-done ("compiled": the code object the owner compiled from "code", which the child runs; see
-`_precompile`).
+as, under the Landlock ruleset and the seccomp filter they run under. It speaks on stdin/stdout:
+it first says {"layers": {...}} (the isolation layers this machine gives it), then serves jobs as
+`_protocol` describes.
 
 Each job runs in a child forked from this warm interpreter (a few milliseconds instead of an
 interpreter start-up), in RUN_DIR: the one directory a program may write, emptied (and its
-metadata reset) after every job, so a run finds nothing of an earlier one. A child may be forked
-ahead of its job, at start-up or while the previous job runs (when its "ahead" says that a core
-is free for it): a spare that prepares the program's interpreter, then waits for its job, which
-the server writes at the start of the child's stdin (`_child.receive_job`); the next job then
-does not wait for a fork and a preparation. Without a spare, a job's child is forked when it
-comes, with the job. This process supervises the child: it feeds stdin, enforces the wall clock
-and the output cap, kills the child's process group, and kills it and exits at once when its
-owner goes away (its end of the pipes closes).
+metadata reset) after every job, so a run finds nothing of an earlier one there. Nor in its
+memory, which is a copy of this process's: the server holds a job's bytes (the child's order, the
+program's stdin, what it writes) only in buffers that no child inherits (`_private`), and reads
+of them only the header. A child reads its job at the start of its stdin (`_child.receive_job`).
+It may be forked ahead of its job, at start-up or while the previous job runs (when its "ahead"
+says that a core is free for it): a spare that prepares the program's interpreter, then waits for
+its job; the next job then does not wait for a fork and a preparation. Without a spare, a job's
+child is forked when it comes. This process supervises the child: it feeds stdin, enforces the
+wall clock and the output cap, kills the child's process group, and kills it and exits at once
+when its owner goes away (its end of the pipes closes).
 
 The child returns from every function of this module (`_fork_child` -> `supervise` -> `main` ->
 module level), so that nothing of the server is left below the program's frame; this module
@@ -33,12 +32,14 @@ import _guard  # noqa: E402
 
 _child.withhold_modules(_guard.BLOCKED_MODULES)  # before any other import (see BLOCKED_MODULES)
 import _paths  # noqa: E402
+import _protocol  # noqa: E402
 import _run  # noqa: E402
 
 sys.path.pop(0)
 
 import gc  # noqa: E402
 import json  # noqa: E402
+import mmap  # noqa: E402
 import select  # noqa: E402
 import signal  # noqa: E402
 import stat  # noqa: E402
@@ -64,11 +65,11 @@ for _name in sys.builtin_module_names:  # the import system cannot create them i
         __import__(_name)
 _child.seal_interpreter()
 
-_READ_CHUNK = 65536
+_CHUNK = 65536
 # What a job costs the server is mostly the pages of its memory that it writes between one fork and
-# the next (each one a copy): the job line is read and the answer written without the json module's
-# Python layers and the io stack: about 25 pages fewer a job than json.loads, json.dumps and sys.stdout.
-_read_job = json.JSONDecoder().scan_once  # json.loads but for its check of the text after the object
+# the next (each one a copy): the job's header is read and the answer written without the json
+# module's Python layers and the io stack: fewer pages a job than json.loads, json.dumps and sys.stdout.
+_read_json = json.JSONDecoder().scan_once  # json.loads but for its check of the text after the object
 _quote = json.encoder.encode_basestring_ascii  # what json.dumps does to a str
 
 
@@ -94,22 +95,21 @@ def main() -> tuple | None:
     # there. Elsewhere a program cannot leave a process behind (seccomp refuses its forks) or
     # what it leaves is in its own process group, which a spare is not.
     state = {"ahead": bool(layers.get("seccomp")) or os.getpid() != 1, "spare": None}
-    in_child, state["spare"] = _fork_child(None) if state["ahead"] else (False, None)
+    in_child, state["spare"] = _fork_child() if state["ahead"] else (False, None)
     if in_child:
         return (policy, prepared, *state["spare"])
-    for line in sys.stdin:
+    while (job := _next_job(state)) is not None:
         _say(b'{"started": true}\n')  # the job reached a live server (safe to retry if not)
         try:
-            outcome, value = supervise(_read_job(line, 0)[0], state)
+            outcome, value = supervise(job, state)
         except Exception as exc:  # the server must answer every job
-            outcome, value = "result", {"stdout": "", "stderr": f"[sandbox] internal error: {exc!r}",
-                                        "exit_code": None, "status": "crash"}
+            outcome, value = "result", ({"status": "crash", "exit_code": None, "note": f"[sandbox] internal error: {exc!r}"}, ())
         if outcome == "child":
-            _child._KEPT.append((line, layers, state))  # not freed on the way out (see _child._KEPT)
+            _child._KEPT.append((job, layers, state))  # not freed on the way out (see _child._KEPT)
             return (policy, prepared, *value)
         if outcome != "result":
             break  # the owner is gone
-        _say(_answer(value))
+        _answer(*value)
         _empty(run_dir)  # after answering: off the caller's path, before the next job
     _discard(state["spare"])
     return None
@@ -122,11 +122,51 @@ def _say(line: bytes) -> None:
         view = view[os.write(1, view):]
 
 
-def _answer(result: dict) -> bytes:
-    """`json.dumps(result)` as a line (see `_read_job`)."""
-    exit_code = result["exit_code"]
-    return (f'{{"stdout": {_quote(result["stdout"])}, "stderr": {_quote(result["stderr"])}, '
-            f'"exit_code": {"null" if exit_code is None else int(exit_code)}, "status": {_quote(result["status"])}}}\n').encode()
+def _next_job(state: dict) -> dict | None:
+    """The next job's header, once its payload is in `state["input"]`; None at the end of input
+    (the owner is done, or gone)."""
+    try:
+        size = int.from_bytes(_child._read_exactly(0, _protocol.HEADER_BYTES), "little")
+        job = _read_json(_child._read_exactly(0, size).decode(), 0)[0]
+        view = memoryview(_private(state, "input", int(job["payload"])))[:int(job["payload"])]
+        while view:
+            got = os.readv(0, [view])
+            if not got:
+                raise EOFError
+            view = view[got:]
+    except EOFError:
+        return None
+    return job
+
+
+def _private(state: dict, name: str, size: int) -> mmap.mmap:
+    """`state[name]`, a buffer of at least `size` bytes (made anew if it is smaller) in memory that
+    no child inherits (MADV_DONTFORK): what the server holds of a job's bytes is there only, so that
+    no program finds them in its copy of the server's memory. In a child the object must never be
+    freed (its memory is not mapped there: see `_child._KEPT`)."""
+    buffer = state.get(name)
+    if buffer is None or len(buffer) < size:
+        buffer = state[name] = mmap.mmap(-1, max(size, _CHUNK), flags=mmap.MAP_PRIVATE)
+        buffer.madvise(mmap.MADV_DONTFORK)
+    return buffer
+
+
+def _answer(end: dict, output: tuple) -> None:
+    """Say how the job's child ended, followed by what it wrote (`output`: a buffer and how many of
+    its bytes, for stdout then stderr), as `_protocol` describes: in one write where it fits the
+    pipe, so that the owner wakes once for the whole answer."""
+    status, exit_code = end["status"], end["exit_code"]
+    sizes = [size for _, size in output] or [0, 0]
+    line = (f'{{"status": {"null" if status is None else _quote(status)}, '
+            f'"exit_code": {"null" if exit_code is None else int(exit_code)}, "note": {_quote(end["note"])}, '
+            f'"output": [{sizes[0]}, {sizes[1]}]}}\n').encode()
+    views = [memoryview(line), *(memoryview(buffer)[:size] for buffer, size in output if size)]
+    while views:
+        written = os.writev(1, views)
+        while views and written >= len(views[0]):
+            written -= len(views.pop(0))
+        if views:
+            views[0] = views[0][written:]
 
 
 def _policy(run_dir: str, layers: dict) -> dict:
@@ -149,33 +189,29 @@ def _policy(run_dir: str, layers: dict) -> dict:
 def supervise(job: dict, state: dict) -> tuple[str, object]:
     """Run one job in the spare child, or in a child forked for it if there is none (or it died),
     and fork the next spare while it runs (`state["ahead"]` and the job's "ahead"). Returns
-    ("result", its result) here, ("gone", None) if the owner went away meanwhile, and ("child",
-    what `_child.enter` needs) in a forked child."""
+    ("result", how it ended and what it wrote: see `_answer`) here, ("gone", None) if the owner went
+    away meanwhile, and ("child", what `_child.enter` needs) in a forked child."""
     child = state["spare"]
     if child is not None and os.waitpid(child["pid"], os.WNOHANG)[0] != 0:  # it died while waiting
         _discard(child)
         child = None
     state["spare"] = None
     if child is None:
-        in_child, child = _fork_child(job)  # it has its job: only the program's stdin is sent
+        in_child, child = _fork_child()
         if in_child:
             return "child", child
-        data = b""
-    else:  # the spare reads its job first (`_child.receive_job`)
-        order = json.dumps({key: job[key] for key in ("code", "compiled", "limits", "guard") if key in job}).encode()
-        data = len(order).to_bytes(8, "little") + order
     try:
-        watch = _watch(child, data + job["stdin"].encode("utf-8", "replace"), job["limits"])
+        watch = _watch(child, job, state)
     except BaseException:  # a malformed job: its child goes, the server answers (see `main`)
         _discard(child)
         raise
     if state["ahead"] and job.get("ahead", True):  # the owner says whether a core is free for it
         try:
-            in_child, state["spare"] = _fork_child(None)
+            in_child, state["spare"] = _fork_child()
         except OSError:  # no spare now: the next job forks its own
             in_child = False
         if in_child:
-            _child._KEPT.append((job, watch, data))  # the running job's: not freed (see _child._KEPT)
+            _child._KEPT.append((job, watch))  # the running job's: not freed (see _child._KEPT)
             return "child", state["spare"]
     try:
         _wait(watch)
@@ -183,14 +219,15 @@ def supervise(job: dict, state: dict) -> tuple[str, object]:
         _finish(watch, sweep=not state["ahead"])
     if watch["status"] == "gone":
         return "gone", None
-    return "result", _result(watch, job["limits"])
+    return "result", (_end(watch, job["limits"]), tuple((watch["output"][fd], watch["kept"][fd])
+                                                        for fd in (watch["out_r"], watch["err_r"])))
 
 
-def _fork_child(job: dict | None) -> tuple[bool, object]:
-    """Fork a child for `job`, or (None) a spare that prepares and then waits for its job. Returns
-    (False, its pid and our ends of its pipes) here and (True, what `_child.enter` needs: the job
-    and its ends: stdin, stdout, stderr, lifeline) in the child. The lifeline is never written:
-    its closing tells the child that the server is gone."""
+def _fork_child() -> tuple[bool, object]:
+    """Fork a child, which prepares and then reads its job. Returns (False, its pid and our ends
+    of its pipes) here and (True, what `_child.enter` needs: its ends: stdin, stdout, stderr,
+    lifeline) in the child. The lifeline is never written: its closing tells the child that the
+    server is gone."""
     fds = [*os.pipe(), *os.pipe(), *os.pipe(), *os.pipe()]
     in_r, in_w, out_r, out_w, err_r, err_w, life_r, life_w = fds
     try:
@@ -205,7 +242,7 @@ def _fork_child(job: dict | None) -> tuple[bool, object]:
                 os.close(fd)
         except BaseException:
             os._exit(_child.SETUP_FAILED_EXIT)
-        return True, (job, in_r, out_w, err_w, life_r)
+        return True, (in_r, out_w, err_w, life_r)
     for fd in (in_r, out_w, err_w, life_r):
         os.close(fd)
     try:
@@ -232,18 +269,18 @@ def _discard(child: dict | None) -> None:
             os.close(fd)
 
 
-def _watch(child: dict, data: bytes, limits: dict) -> dict:
-    """Start feeding `child` its `data` (a spare's job, then the program's stdin) and return the
-    state of its run: what is left to feed it, what it wrote, how it ended."""
-    out_r, err_r = child["out_r"], child["err_r"]
-    watch = {**child, "data": data, "sent": 0, "chunks": {out_r: [], err_r: []}, "open": {out_r, err_r},
-             "cap": int(limits["output_bytes"]), "total": 0, "status": None, "wait_status": None,
-             "cpu_s": 0.0, "deadline": time.monotonic() + float(limits["wall_time_s"])}
-    if data:
-        os.set_blocking(child["in_w"], False)
-        _feed(watch)  # what fits the pipe is written at once (a spare's job nearly always)
-    else:
-        _close_stdin(watch)
+def _watch(child: dict, job: dict, state: dict) -> dict:
+    """Start feeding `child` the job's payload (its order, then the program's stdin: see
+    `_protocol`) and return the state of its run: what is left to feed it, what it wrote (kept in
+    `_private` buffers, up to the output cap), how it ended."""
+    out_r, err_r, cap = child["out_r"], child["err_r"], int(job["limits"]["output_bytes"])
+    watch = {**child, "input": state["input"], "size": int(job["payload"]), "sent": 0,
+             # a read lands after what was kept (at most `cap` bytes), so a buffer needs cap + _CHUNK
+             "output": {out_r: _private(state, "stdout", cap + _CHUNK), err_r: _private(state, "stderr", cap + _CHUNK)},
+             "kept": {out_r: 0, err_r: 0}, "open": {out_r, err_r}, "cap": cap, "total": 0, "status": None,
+             "wait_status": None, "cpu_s": 0.0, "deadline": time.monotonic() + float(job["limits"]["wall_time_s"])}
+    os.set_blocking(child["in_w"], False)
+    _feed(watch)  # what fits the pipe is written at once (nearly always all of it)
     return watch
 
 
@@ -285,25 +322,28 @@ def _wait(watch: dict) -> None:
 
 
 def _read(watch: dict, fd: int) -> bool:
-    """Read what the child wrote on `fd`; False at its end."""
-    chunk = os.read(fd, _READ_CHUNK)
-    if not chunk:
+    """Read what the child wrote on `fd` (into its buffer, keeping what is under the cap); False
+    at its end."""
+    kept = watch["kept"][fd]
+    got = os.readv(fd, [memoryview(watch["output"][fd])[kept:kept + _CHUNK]])
+    if not got:
         watch["open"].discard(fd)
         return False
-    watch["chunks"][fd].append(chunk[:max(0, watch["cap"] - watch["total"])])
-    watch["total"] += len(chunk)
+    watch["kept"][fd] = kept + min(got, max(0, watch["cap"] - watch["total"]))
+    watch["total"] += got
     return True
 
 
 def _feed(watch: dict) -> bool:
     """Write more of stdin; False once it is all written (or unwanted) and closed."""
+    sent, size = watch["sent"], watch["size"]
     try:
-        watch["sent"] += os.write(watch["in_w"], watch["data"][watch["sent"]:watch["sent"] + _READ_CHUNK])
+        watch["sent"] += os.write(watch["in_w"], memoryview(watch["input"])[sent:min(size, sent + _CHUNK)])
     except BlockingIOError:
         return True
     except BrokenPipeError:
-        watch["sent"] = len(watch["data"])  # the program closed its stdin: the rest is not wanted
-    if watch["sent"] >= len(watch["data"]):
+        watch["sent"] = size  # the program closed its stdin: the rest is not wanted
+    if watch["sent"] >= size:
         _close_stdin(watch)
         return False
     return True
@@ -403,40 +443,25 @@ def _empty(directory: str) -> None:
     os.chdir("/")
 
 
-def _output(watch: dict, fd: int) -> str:
-    return b"".join(watch["chunks"][fd]).decode("utf-8", "replace")
-
-
-def _result(watch: dict, limits: dict) -> dict:
-    stdout, stderr = _output(watch, watch["out_r"]), _output(watch, watch["err_r"])
-    status, exit_code, wait_status = watch["status"], None, watch["wait_status"]
+def _end(watch: dict, limits: dict) -> dict:
+    """How the child ended, as the owner needs it (`_protocol.result`): the limit that stopped it
+    or the signal that killed it (a status, a note for its stderr), or (status None) its exit code,
+    which the owner judges with what the program wrote, which the server does not read."""
+    status, wait_status = watch["status"], watch["wait_status"]
     if status == "timeout":
-        stderr += f"\n[sandbox] killed: wall-clock limit of {limits['wall_time_s']} s\n"
+        note = f"\n[sandbox] killed: wall-clock limit of {limits['wall_time_s']} s\n"
     elif status == "output_limit":
-        stderr += f"\n[sandbox] killed: more than {limits['output_bytes']} bytes of output\n"
+        note = f"\n[sandbox] killed: more than {limits['output_bytes']} bytes of output\n"
     elif os.WIFEXITED(wait_status):
-        exit_code = os.WEXITSTATUS(wait_status)
-        last_line = stderr.rstrip("\n").rpartition("\n")[2]
-        if exit_code == 0:
-            status = "ok"
-        elif exit_code == _guard.BLOCKED_EXIT and last_line.startswith(_guard.MARK):
-            status = "blocked"
-        elif exit_code == _child.SETUP_FAILED_EXIT and _child.SETUP_MARK in stderr:
-            status = "crash"
-        elif exit_code == 1 and last_line.startswith("MemoryError"):
-            status = "memory"
-        else:
-            status = "error"
+        return {"status": None, "exit_code": os.WEXITSTATUS(wait_status), "note": ""}
     else:
         sig = os.WTERMSIG(wait_status)
         # SIGXCPU at the soft CPU limit; SIGKILL at the hard one (soft + 1 s) if SIGXCPU was ignored.
         if sig == signal.SIGXCPU or (sig == signal.SIGKILL and watch["cpu_s"] >= float(limits["cpu_time_s"])):
-            status = "timeout"
-            stderr += f"\n[sandbox] killed: CPU-time limit of {limits['cpu_time_s']} s\n"
+            status, note = "timeout", f"\n[sandbox] killed: CPU-time limit of {limits['cpu_time_s']} s\n"
         else:
-            status = "crash"
-            stderr += f"\n[sandbox] killed by signal {signal.Signals(sig).name}\n"
-    return {"stdout": stdout, "stderr": stderr, "exit_code": exit_code, "status": status}
+            status, note = "crash", f"\n[sandbox] killed by signal {signal.Signals(sig).name}\n"
+    return {"status": status, "exit_code": None, "note": note}
 
 
 if __name__ == "__main__":

@@ -5,7 +5,6 @@ from __future__ import annotations
 import array
 import atexit
 import fcntl
-import json
 import math
 import os
 import queue
@@ -24,6 +23,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ..core.cpus import available_cpus
+from . import _protocol
 from ._precompile import owner_compiled
 from .limits import ExecResult, SandboxLimits
 
@@ -40,7 +40,7 @@ _ANSWER_GRACE_S = 10.0
 """Beyond the job's own wall-clock limit (which the server enforces), how long to wait for an
 answer before declaring the server hung."""
 _QUEUED_BYTES = 32_768
-"""The longest job line written behind a running job: half a pipe's default size (see `send_queued`)."""
+"""The longest job written behind a running job: half a pipe's default size (see `send_queued`)."""
 
 
 class WorkerError(RuntimeError):
@@ -73,7 +73,7 @@ class _Worker:
         """The isolation layers of the fork server: its first line, which says that it started
         (waited for here, so that workers can start side by side)."""
         if self._layers is None:
-            hello = self._read_line(time.monotonic() + _STARTUP_TIMEOUT_S)
+            hello = self._read_message(time.monotonic() + _STARTUP_TIMEOUT_S)
             if not isinstance(hello, dict) or "layers" not in hello:
                 self.stop()
                 detail = hello.get("error") if isinstance(hello, dict) else "no answer"
@@ -92,15 +92,15 @@ class _Worker:
         deadline = time.monotonic() + timeout
         if not self.send(job, deadline):
             return False, None
-        if not _acknowledges(self._read_line(time.monotonic() + _STARTUP_TIMEOUT_S)):
+        if not _acknowledges(self._read_message(time.monotonic() + _STARTUP_TIMEOUT_S)):
             return False, None
-        return True, self._read_line(deadline)
+        return True, self._read_message(deadline)
 
     def send(self, job: dict, deadline: float) -> bool:
         """Write one job; False if the server is gone or has not read it by `deadline`. Raises
         WorkerError if it never started."""
         self.layers  # noqa: B018 (its start-up first)
-        return self._write((json.dumps(job) + "\n").encode(), deadline)
+        return self._write(_protocol.job_bytes(job), deadline)
 
     def _write(self, data: bytes, deadline: float) -> bool:
         try:
@@ -119,23 +119,23 @@ class _Worker:
 
     def takes_queued(self) -> bool:
         """Whether a job may be written behind the one the server runs: it has read that one (the
-        pipe is empty), so that a line of at most `_QUEUED_BYTES` goes in whole at once."""
+        pipe is empty), so that a job of at most `_QUEUED_BYTES` goes in whole at once."""
         return self.started and _unread(self.proc.stdin.fileno()) == 0
 
     def send_queued(self, job: dict) -> bool:
         """Write a job behind the one the server runs, which it reads once it has answered (call
-        when `takes_queued`). Returns False, having written nothing, for a line longer than
+        when `takes_queued`). Returns False, having written nothing, for a job longer than
         `_QUEUED_BYTES` or a server that is gone."""
-        line = (json.dumps(job) + "\n").encode()
+        data = _protocol.job_bytes(job)
         fd = self.proc.stdin.fileno()
-        if len(line) > _QUEUED_BYTES:
+        if len(data) > _QUEUED_BYTES:
             return False
         try:
-            written = os.write(fd, line)
+            written = os.write(fd, data)
         except (OSError, ValueError):  # the server is gone (the running job's answer will say)
             return False
-        if written < len(line):  # not expected of an empty pipe: the rest follows, waiting if need be
-            self._write(line[written:], time.monotonic() + _STARTUP_TIMEOUT_S)
+        if written < len(data):  # not expected of an empty pipe: the rest follows, waiting if need be
+            self._write(data[written:], time.monotonic() + _STARTUP_TIMEOUT_S)
         return True
 
     def output(self) -> int:
@@ -144,21 +144,30 @@ class _Worker:
 
     def receive(self) -> list[dict | None] | None:
         """Read what the server has written (once `output()` is readable: this does not block).
-        Returns the complete lines it finished (None for one that is not JSON), or None at the end
-        of its output (the server is gone)."""
+        Returns the messages it finished (None for one that is not a message: `_protocol`), or
+        None at the end of its output (the server is gone)."""
         try:
             chunk = os.read(self.output(), 1 << 16)
         except (OSError, ValueError):
             return None
         if not chunk:
             return None
-        *lines, self._buffer = (self._buffer + chunk).split(b"\n")
-        return [_parse(line) for line in lines]
+        self._buffer += chunk
+        messages = []
+        while True:
+            complete, message, self._buffer = _protocol.split_answer(self._buffer)
+            if not complete:
+                return messages
+            messages.append(message)
 
-    def _read_line(self, deadline: float) -> dict | None:
+    def _read_message(self, deadline: float) -> dict | None:
         try:
             fd = self.output()
-            while b"\n" not in self._buffer:
+            while True:
+                complete, message, rest = _protocol.split_answer(self._buffer)
+                if complete:
+                    self._buffer = rest
+                    return message
                 if not _ready(fd, select.POLLIN, deadline):
                     return None
                 chunk = os.read(fd, 1 << 16)
@@ -167,8 +176,6 @@ class _Worker:
                 self._buffer += chunk
         except (OSError, ValueError):
             return None
-        line, _, self._buffer = self._buffer.partition(b"\n")
-        return _parse(line)
 
     def alive(self) -> bool:
         return self.proc.poll() is None
@@ -229,13 +236,6 @@ def _unread(fd: int) -> int:
     except OSError:
         return -1
     return count[0]
-
-
-def _parse(line: bytes) -> dict | None:
-    try:
-        return json.loads(line)
-    except ValueError:
-        return None
 
 
 def _acknowledges(line: dict | None) -> bool:

@@ -149,6 +149,36 @@ crafted = f.__code__.replace(co_code=bytes(code))
 '''
 _READ_SECRET = "print(open('@SECRET@').read())"
 
+MEMORY_SCAN = r'''
+import os, sys
+import numpy as np
+# Reads this process's memory (numpy's array interface takes any address; the kernel layers let
+# numpy run): every page within 8 MiB of the heap and of pymalloc's arenas, each one copied through
+# a pipe, so that an unmapped page is an EFAULT, not a crash. Prints what follows each MARKER found.
+MARKER = b"@@earlier" + b"-run:"
+class Raw:
+    def __init__(self, address):
+        self.__array_interface__ = {"data": (address, True), "shape": (4096,), "typestr": "|u1", "version": 3}
+own = b"".join([MARKER, b"self-", sys.stdin.read().encode()])  # made at run time: only here, in the heap
+r, w = os.pipe()
+anchors = {id(own), *(np.frombuffer(b, np.uint8).__array_interface__["data"][0] for b in (bytearray(5000), bytearray(300_000)))}
+pages, found = set(), set()
+for anchor in anchors:
+    pages.update((anchor & ~4095) + i * 4096 for i in range(-2048, 2048))
+for page in sorted(pages):
+    try:
+        os.write(w, np.asarray(Raw(page)))
+    except OSError:
+        continue
+    data, at = os.read(r, 4096), 0
+    while (at := data.find(MARKER, at) + 1):
+        found.add(data[at - 1 + len(MARKER):at + 40].decode("latin-1"))
+print(sorted(found))
+'''
+"""A program that reads its own memory (where the kernel layers let numpy run: elsewhere the hook
+refuses numpy's array interface) and prints what follows each "@@earlier-run:" it finds there,
+"self-" and its stdin among them (made at run time: a caller can tell that the scan works)."""
+
 _KILL_CANARY = "import os, signal\nos.kill(@CANARY@, signal.SIGKILL)\nprint('ESCAPED')"
 
 ATTEMPTS: list[Attempt] = [
@@ -459,6 +489,8 @@ print("MEMORY", text)
             "import threading, time\ndef keep():\n    while True:\n        open('from_thread', 'w').write('@TOKEN@'); time.sleep(0.01)\n"
             "threading.Thread(target=keep, daemon=True).start()\ntime.sleep(0.1)",
             then="import os, time\ntime.sleep(0.2)\nprint(os.listdir('.'))"),
+    Attempt("an earlier run's code and output in memory", "persistence",  # stderr: its own stdout must not show the token
+            "import sys\nprint('@@earlier-run:@TOKEN@', file=sys.stderr)", then=MEMORY_SCAN),
 ]
 
 
