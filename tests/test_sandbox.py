@@ -166,6 +166,16 @@ def test_output_over_the_cap_is_cut(sandbox):
     assert result.stdout == "x" * LIMITS.output_bytes
 
 
+def test_output_under_a_large_cap_arrives_whole(sandbox):
+    """Output of many pipefuls on both streams, under the cap, reaches the caller byte for byte."""
+    code = ("import sys\nfor i in range(3000):\n    print(f'{i:05d}' + 'o' * 95)\n"
+            "    print(f'{i:05d}' + 'e' * 45, file=sys.stderr)")
+    result = sandbox.run(code, limits=replace(LIMITS, output_bytes=1_000_000))
+    assert result.status == "ok", result.stderr[-300:]
+    assert result.stdout == "".join(f"{i:05d}" + "o" * 95 + "\n" for i in range(3000))
+    assert result.stderr == "".join(f"{i:05d}" + "e" * 45 + "\n" for i in range(3000))
+
+
 def test_writing_outside_its_directory_is_blocked(sandbox, tmp_path):
     target = tmp_path / "escape.txt"
     for code in (
