@@ -238,9 +238,9 @@ def _unread(fd: int) -> int:
     return count[0]
 
 
-def _acknowledges(line: dict | None) -> bool:
-    """Whether a server's first line says that it took the job."""
-    return isinstance(line, dict) and bool(line.get("started"))
+def _acknowledges(message: dict | None) -> bool:
+    """Whether a server's first message about a job says that it took the job."""
+    return isinstance(message, dict) and bool(message.get("started"))
 
 
 @dataclass
@@ -251,7 +251,7 @@ class _Call:
     deadline: float = math.inf  # for the server's acknowledgement, then for its answer (once it runs)
     started: bool = False
     retried: bool = False
-    queueable: bool = True  # False once its line proved too long to wait behind a running job
+    queueable: bool = True  # False once its job proved too long to wait behind a running one
 
 
 @dataclass
@@ -636,14 +636,14 @@ class _Batch:
         now = time.monotonic()
         for fd, held in list(self.held.items()):
             if fd in ready:
-                lines = held.worker.receive()
+                messages = held.worker.receive()
             elif now >= held.calls[0].deadline:
-                lines = None
+                messages = None
             else:
                 continue
-            for line in [None] if lines is None else lines:  # None: the server is gone or hung
+            for message in [None] if messages is None else messages:  # None: the server is gone or hung
                 call = held.calls[0]
-                if line is None or not (call.started or _acknowledges(line)):
+                if message is None or not (call.started or _acknowledges(message)):
                     del self.held[fd]
                     self._lost(held)
                     break
@@ -651,7 +651,7 @@ class _Batch:
                     call.started, call.deadline = True, now + self.limits.wall_time_s + _ANSWER_GRACE_S
                     continue
                 held.calls.popleft()
-                self.results[call.index] = Sandbox._result(line)
+                self.results[call.index] = Sandbox._result(message)
                 if held.calls:  # the job that waited behind it: the server reads it now
                     held.calls[0].deadline = now + _STARTUP_TIMEOUT_S
                     continue
