@@ -8,15 +8,15 @@ it first says {"layers": {...}} (the isolation layers this machine gives it), th
 Each job runs in a child forked from this warm interpreter (a few milliseconds instead of an
 interpreter start-up), in RUN_DIR: the one directory a program may write, emptied (and its
 metadata reset) after every job, so a run finds nothing of an earlier one there. Nor in its
-memory, which is a copy of this process's: the server holds a job's bytes (the child's order, the
-program's stdin, what it writes) only in buffers that no child inherits (`_private`), and reads
-of them only the header. A child reads its job at the start of its stdin (`_child.receive_job`).
-It may be forked ahead of its job, at start-up or while the previous job runs (when its "ahead"
-says that a core is free for it): a spare that prepares the program's interpreter, then waits for
-its job; the next job then does not wait for a fork and a preparation. Without a spare, a job's
-child is forked when it comes. This process supervises the child: it feeds stdin, enforces the
-wall clock and the output cap, kills the child's process group, and kills it and exits at once
-when its owner goes away (its end of the pipes closes).
+memory, which is a copy of this process's: the server parses only a job's header, and holds the
+rest of the job (the child's order, the program's stdin) and what the program writes only in
+buffers that no child inherits (`_private`). A child reads its job at the start of its stdin
+(`_child.receive_job`). It may be forked ahead of its job, at start-up or while the previous job
+runs (when its "ahead" says that a core is free for it): a spare that prepares the program's
+interpreter, then waits for its job; the next job then does not wait for a fork and a
+preparation. Without a spare, a job's child is forked when it comes. This process supervises the
+child: it feeds stdin, enforces the wall clock and the output cap, kills the child's process
+group, and kills it and exits at once when its owner goes away (its end of the pipes closes).
 
 The child returns from every function of this module (`_fork_child` -> `supervise` -> `main` ->
 module level), so that nothing of the server is left below the program's frame; this module
