@@ -248,6 +248,18 @@ def test_a_run_finds_nothing_of_an_earlier_run_in_its_memory(one_worker):
             assert f"{what}-{token}" not in scan.stdout, f"an earlier run's {what} is in a later run's memory"
 
 
+def test_the_fork_server_does_not_grow_with_the_jobs_it_runs(one_worker):
+    """A child starts as a copy of its server: the Python objects a program finds allocated at its
+    start are the server's, and must not pile up job after job (each one more to copy into the
+    children, page by page, and to tear down at their exit)."""
+    probe, job = "import sys\nprint(sys.getallocatedblocks())", ("import sys\nprint(sys.stdin.read())", "some input")
+    one_worker.run_many([job] * 300)  # the server's first jobs fill its caches and free lists (a few dozen blocks)
+    before = int(one_worker.run(probe).stdout)
+    one_worker.run_many([job] * 300)
+    after = int(one_worker.run(probe).stdout)
+    assert after - before < 30, f"{after - before} more blocks allocated in the server after 300 jobs"
+
+
 def test_what_the_server_prepares_once_is_fresh_in_every_run(one_worker):
     """The environment, the standard streams, tempfile's directory and the audit hook are made
     once in the fork server: what a run does to them is gone in the next run on the same worker."""
