@@ -21,7 +21,8 @@ from pathlib import Path
 import pytest
 
 from llm_marl_envs.sandbox import ExecResult, Sandbox, SandboxLimits, _protocol, default_sandbox, pool
-from tests.support.sandbox_corpus import MEMORY_SCAN, attempt, descendants, left_behind, with_sandbox_dir
+from tests.support.sandbox_corpus import (MEMORY_SCAN, attempt, descendants, janitor, left_behind, sandboxed,
+                                          with_sandbox_dir)
 
 LIMITS = SandboxLimits(wall_time_s=2.0, cpu_time_s=2.0, memory_mb=256, output_bytes=10_000)
 
@@ -232,24 +233,51 @@ def test_an_answer_is_taken_whole_however_the_pipe_splits_it():
 def test_a_run_finds_nothing_of_an_earlier_run_in_its_memory(one_worker, monkeypatch, spares):
     """A program's memory is a copy of its fork server's: the server must hold nothing of an
     earlier job there, neither its code nor its stdin nor what it wrote (a program could read a
-    test's hidden cases or expected output). A program that scans its own memory finds its own
-    marker (the scan works) and none of the earlier run's, whether its process was forked ahead
-    of its job while the earlier one ran (a spare) or when its job came (no core free for a spare)."""
+    test's hidden cases or expected output), nor the names of the files, directories and extended
+    attributes it left (read when the run directory is emptied: a channel from run to run). A
+    program that scans its own memory finds its own marker (the scan works) and none of the
+    earlier run's, whether its process was forked ahead of its job while the earlier one ran (a
+    spare) or when its job came (no core free for a spare)."""
     if not spares:
         monkeypatch.setattr(pool, "_CORES", 1)
     layers = one_worker.isolation()
     if not (layers["landlock_fs"] and layers["seccomp"]):
         pytest.skip(f"without Landlock and seccomp the audit hook refuses numpy's array interface: {layers}")
     token = os.urandom(6).hex()
-    earlier = one_worker.run(f"import sys\nprint(sys.stdin.read().replace('stdin-', 'stdout-'))\n# @@earlier-run:code-{token}",
-                             f"@@earlier-run:stdin-{token}")
-    assert earlier.stdout == f"@@earlier-run:stdout-{token}\n"
+    leave = ("import os, sys\ndata = sys.stdin.read()\n"  # the names are made at run time, in no code nor stdin
+             "for i in range(30):\n    open(data.replace('stdin-', f'file{i}-'), 'w').close()\n"
+             "os.mkdir(data.replace('stdin-', 'directory-'))\n"
+             "os.setxattr('.', 'user.' + data.replace('stdin-', 'xattr-'), b'')\n"
+             f"print(data.replace('stdin-', 'stdout-'))\n# @@earlier-run:code-{token}")
+    earlier = one_worker.run(leave, f"@@earlier-run:stdin-{token}")
+    assert earlier.stdout == f"@@earlier-run:stdout-{token}\n", earlier.stderr
     for _ in range(2):  # a job of the same server, then (spare or not) one forked after it
         scan = one_worker.run(MEMORY_SCAN, f"{token}-now")
         assert scan.status == "ok", scan.stderr
         assert f"self-{token}-now" in scan.stdout  # the scan finds what this run made
-        for what in ("code", "stdin", "stdout"):
+        for what in ("code", "stdin", "stdout", "file0", "file29", "directory", "xattr"):
             assert f"{what}-{token}" not in scan.stdout, f"an earlier run's {what} is in a later run's memory"
+
+
+def test_a_worker_whose_janitor_is_gone_is_replaced():
+    """Where a program can read its memory, the run directory is emptied by the fork server's
+    janitor (`_server._start_janitor`), so that what a program left there is never read into the
+    server. Without it the server cannot empty the directory: it exits, at the latest before the
+    job after next (the janitor may have emptied the directory once more before it went), and the
+    job runs on a new worker, in an empty directory."""
+    with Sandbox(LIMITS, workers=1) as sb:
+        layers = sb.isolation()
+        if not (layers["landlock_fs"] and layers["seccomp"]):
+            pytest.skip(f"the server has a janitor only where Landlock and seccomp are both on: {layers}")
+        leave = "import os\nprint(os.listdir('.'))\nopen('left', 'w').close()"
+        assert sb.run(leave).stdout == "[]\n"
+        supervisor = sb._worker_pids()[0]
+        helper = janitor(sandboxed(supervisor)[0])
+        assert helper is not None, f"no janitor below the fork server: {descendants(supervisor)}"
+        os.kill(helper, signal.SIGKILL)
+        assert [sb.run(leave).stdout for _ in range(2)] == ["[]\n"] * 2
+        assert sb._worker_pids() != [supervisor], "a worker without a janitor took two jobs"
+        assert janitor(sandboxed(sb._worker_pids()[0])[0]) is not None
 
 
 def test_the_fork_server_does_not_grow_with_the_jobs_it_runs(one_worker):
@@ -419,21 +447,21 @@ def test_a_spare_waits_for_the_next_job_and_one_that_died_is_replaced(one_worker
     monkeypatch.setattr(pool, "_CORES", 1)  # this call alone keeps every core busy
     assert one_worker.run("print(0)").ok
     supervisor = one_worker._worker_pids()[0]
-    assert len(descendants(supervisor)) == 1, "a spare was forked with no core free"
+    assert len(sandboxed(supervisor)) == 1, "a spare was forked with no core free"
     assert all(r.ok for r in one_worker.run_many([("print(0)", "")] * 3))
-    assert len(descendants(supervisor)) == 1, "a batch forked a spare with no core free"
+    assert len(sandboxed(supervisor)) == 1, "a batch forked a spare with no core free"
     monkeypatch.setattr(pool, "_CORES", 2)  # one worker's batch runs one program at a time: a core is free
     assert all(r.ok for r in one_worker.run_many([("print(0)", "")] * 3))
-    assert len(descendants(supervisor)) == 2, "a batch on one worker forked no spare with a core free"
+    assert len(sandboxed(supervisor)) == 2, "a batch on one worker forked no spare with a core free"
     assert one_worker.run("print(1)").ok
-    server, *below = descendants(supervisor)
+    server, *below = sandboxed(supervisor)
     assert len(below) == 1 and not left_behind(supervisor), f"expected one spare below the server, got {below}"
     os.kill(below[0], signal.SIGKILL)
     deadline = time.monotonic() + 5
     while running(below[0]) and time.monotonic() < deadline:  # dead before the job comes (not while it is sent)
         time.sleep(0.01)
     assert one_worker.run("print(2)").stdout == "2\n"
-    assert one_worker._worker_pids() == [supervisor] and descendants(supervisor)[0] == server  # same server
+    assert one_worker._worker_pids() == [supervisor] and sandboxed(supervisor)[0] == server  # same server
 
 
 @pytest.mark.parametrize("cores, spares", [(3, False), (4, True)])
@@ -445,7 +473,7 @@ def test_a_batch_counts_its_width_when_it_decides_on_spares(monkeypatch, cores, 
         assert all(r.ok for r in two.run_many([("print(0)", "")] * 6))
         supervisors = two._worker_pids()
         # A server forks a spare at its start; the batch's first job on it takes that one.
-        below = [len(descendants(pid)) - 1 for pid in supervisors]
+        below = [len(sandboxed(pid)) - 1 for pid in supervisors]
         assert below == [1 if spares else 0] * len(supervisors), below
 
 

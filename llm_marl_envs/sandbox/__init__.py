@@ -8,7 +8,9 @@ milliseconds, not an interpreter start-up), with wall-clock, CPU, memory, file-s
 limits, in the worker's run directory (emptied after every run: a run finds nothing of an earlier
 one), and is killed with its whole process group. Nor is anything of an earlier run in its memory,
 which is a copy of the fork server's: the server keeps jobs' bytes only in memory that its children
-do not inherit (`_protocol`). Isolation comes in independent layers, so that
+do not inherit (`_protocol`), and where a program can read its memory (Landlock and seccomp), a
+janitor process empties the run directory, so that the server never reads the names of what a
+run left there (`_server`). Isolation comes in independent layers, so that
 a hole in one is not a way out:
 
 1. resource limits, and no privileges: `nobody`, or uid 0 with every capability dropped when

@@ -10,7 +10,10 @@ interpreter start-up), in RUN_DIR: the one directory a program may write, emptie
 metadata reset) after every job, so a run finds nothing of an earlier one there. Nor in its
 memory, which is a copy of this process's: the server parses only a job's header, and holds the
 rest of the job (the child's order, the program's stdin) and what the program writes only in
-buffers that no child inherits (`_private`). A child reads its job at the start of its stdin
+buffers that no child inherits (`_private`); and where a program can read its own memory (Landlock
+and seccomp both on: see `_guard`), the run directory is emptied by another process, the janitor
+(`_start_janitor`), so that the names of what a program left there are never read into this
+process either. A child reads its job at the start of its stdin
 (`_child.receive_job`). It may be forked ahead of its job, at start-up or while the previous job
 runs (when its "ahead" says that a core is free for it): a spare that prepares the program's
 interpreter, then waits for its job; the next job then does not wait for a fork and a
@@ -93,12 +96,17 @@ def main() -> tuple | None:
     # The init of a PID namespace without the seccomp layer must find and kill whatever a program
     # left behind, which it tells by having no child left once the program's is reaped: no spare
     # there. Elsewhere a program cannot leave a process behind (seccomp refuses its forks) or
-    # what it leaves is in its own process group, which a spare is not.
-    state = {"ahead": bool(layers.get("seccomp")) or os.getpid() != 1, "spare": None}
+    # what it leaves is in its own process group, which a spare is not. A janitor only where a
+    # program can read its memory (elsewhere the audit hook refuses what would read it), and so
+    # never in that init, which must have no child but the program's.
+    state = {"ahead": bool(layers.get("seccomp")) or os.getpid() != 1, "spare": None,
+             "janitor": _start_janitor(run_dir) if policy["kernel_contains_code"] else None, "emptying": False}
     in_child, state["spare"] = _fork_child() if state["ahead"] else (False, None)
     if in_child:
         return (policy, prepared, *state["spare"])
     while (job := _next_job(state)) is not None:
+        if state["emptying"]:
+            _emptied(state)  # the last job's files are gone (if not, we exit: see _emptied)
         _say(b'{"started": true}\n')  # the job reached a live server (safe to retry if not)
         try:
             outcome, value = supervise(job, state)
@@ -110,7 +118,14 @@ def main() -> tuple | None:
         if outcome != "result":
             break  # the owner is gone
         _answer(*value)
-        _empty(run_dir)  # after answering: off the caller's path, before the next job
+        if state["janitor"] is None:
+            _empty(run_dir)  # after answering: off the caller's path, before the next job
+        else:
+            try:
+                os.write(state["janitor"][0], b"e")  # it empties the directory while we wait for a job
+            except OSError:  # it is gone: no more jobs (the owner gives the next one to a new worker)
+                break
+            state["emptying"] = True
     _discard(state["spare"])
     return None
 
@@ -415,6 +430,40 @@ def _sweep() -> None:
                 break
         except ChildProcessError:
             break
+
+
+def _start_janitor(run_dir: str) -> tuple[int, int]:
+    """Fork the janitor: a process that empties the run directory (`_empty`) when told to, so that
+    the names a program left there (of files, directories, extended attributes) are read into its
+    memory, not into ours, which every later child inherits (where the kernel layers let a program
+    read its own memory). Forked before any job, it holds nothing of one. Returns our ends of its
+    pipes: (orders, answers); each order is one byte, each answer b"1" once the directory is empty.
+    It exits at the end of its orders (we are gone) or when it could not empty the directory."""
+    orders_r, orders_w = os.pipe()
+    answers_r, answers_w = os.pipe()
+    if os.fork() == 0:
+        try:
+            for fd in range(3):  # not the owner's pipes: their ends must close when we exit
+                os.close(fd)
+            os.close(orders_w)
+            os.close(answers_r)
+            while os.read(orders_r, 1):
+                _empty(run_dir)
+                os.write(answers_w, b"1")
+        finally:
+            os._exit(0)
+    os.close(orders_r)
+    os.close(answers_w)
+    return orders_w, answers_r
+
+
+def _emptied(state: dict) -> None:
+    """Wait until the janitor has emptied the run directory after the last job (it has, nearly
+    always, by the time the next job comes). If it could not (or is gone), exit: the owner starts
+    another worker, and the job, not yet started, goes to it."""
+    if os.read(state["janitor"][1], 1) != b"1":
+        os._exit(1)
+    state["emptying"] = False
 
 
 def _empty(directory: str) -> None:

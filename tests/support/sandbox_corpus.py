@@ -489,8 +489,9 @@ print("MEMORY", text)
             "import threading, time\ndef keep():\n    while True:\n        open('from_thread', 'w').write('@TOKEN@'); time.sleep(0.01)\n"
             "threading.Thread(target=keep, daemon=True).start()\ntime.sleep(0.1)",
             then="import os, time\ntime.sleep(0.2)\nprint(os.listdir('.'))"),
-    Attempt("an earlier run's code and output in memory", "persistence",  # stderr: its own stdout must not show the token
-            "import sys\nprint('@@earlier-run:@TOKEN@', file=sys.stderr)", then=MEMORY_SCAN),
+    Attempt("an earlier run's code, output and file names in memory", "persistence",  # stderr: its own stdout must not show the token
+            "import os, sys\nprint('@@earlier-run:@TOKEN@', file=sys.stderr)\nopen('@@earlier' + '-run:@TOKEN@', 'w').close()",
+            then=MEMORY_SCAN),
 ]
 
 
@@ -615,11 +616,32 @@ def descendants(pid: int) -> list[int]:
     return out
 
 
+def janitor(server: int) -> int | None:
+    """The fork server's janitor, where it has one (`_server._start_janitor`): its first child,
+    which closed the owner's pipes (descriptors 0 to 2). None where it has none: its first child
+    is then a spare or a program, which keep them."""
+    try:
+        first = int(Path(f"/proc/{server}/task/{server}/children").read_text().split()[0])
+        closed = not any(Path(f"/proc/{first}/fd/{fd}").exists() for fd in range(3))
+        alive = Path(f"/proc/{first}/fd").exists()
+    except (OSError, IndexError):  # no child, or gone meanwhile
+        return None
+    return first if closed and alive else None
+
+
+def sandboxed(supervisor: int) -> list[int]:
+    """The fork server below `supervisor` and every process below it, less its janitor (the
+    server's own helper, not a program's): its spare, a run's child and what a run left."""
+    pids = descendants(supervisor)
+    helper = janitor(pids[0]) if pids else None
+    return [pid for pid in pids if pid != helper]
+
+
 def left_behind(supervisor: int, wait: float = 5.0) -> list[int]:
-    """The processes below a worker's fork server, less its spare: a child forked for the next job
-    that waits for it (blocked reading its stdin; one still preparing is given `wait` seconds to
-    get there). A program that outlived its run sleeps, spins or writes instead."""
-    server, *below = descendants(supervisor) or [None]
+    """The processes below a worker's fork server, less its janitor and its spare: a child forked
+    for the next job that waits for it (blocked reading its stdin; one still preparing is given
+    `wait` seconds to get there). A program that outlived its run sleeps, spins or writes instead."""
+    server, *below = sandboxed(supervisor) or [None]
     spares = [pid for pid in below if _waits_for_a_job(pid, server, wait)]
     return [pid for pid in below if pid not in spares[:1]]
 
