@@ -3,7 +3,8 @@
 The audit hook stops (and reports) these operations at the Python level; this filter makes the
 kernel refuse them too, so a program that gets past the hook (a C extension, a bug in the hook)
 still cannot start a process or another program, open a network socket, connect to a UNIX socket
-on the file system, or signal, trace, renice or re-limit a process other than itself.
+on the file system, signal, trace, renice or re-limit a process other than itself, or set an
+extended attribute.
 
 One filter confines the fork server and, by inheritance, every program it forks: it is installed
 right before the fork server is executed, since the fork server never loads ctypes (see `_kernel`).
@@ -52,7 +53,8 @@ NR = {  # x86_64
     "clone": 56, "fork": 57, "vfork": 58, "execve": 59, "kill": 62, "ptrace": 101, "rt_sigqueueinfo": 129,
     "setpriority": 141, "sched_setparam": 142, "sched_setscheduler": 144, "iopl": 172, "ioperm": 173,
     "pivot_root": 155, "chroot": 161, "acct": 163, "mount": 165, "umount2": 166, "swapon": 167,
-    "swapoff": 168, "reboot": 169, "init_module": 175, "delete_module": 176, "tkill": 200,
+    "swapoff": 168, "reboot": 169, "init_module": 175, "delete_module": 176, "setxattr": 188,
+    "lsetxattr": 189, "fsetxattr": 190, "tkill": 200,
     "sched_setaffinity": 203, "tgkill": 234, "kexec_load": 246, "add_key": 248, "request_key": 249,
     "keyctl": 250, "ioprio_set": 251, "migrate_pages": 256, "unshare": 272, "move_pages": 279,
     "accept4": 288, "rt_tgsigqueueinfo": 297, "perf_event_open": 298, "prlimit64": 302,
@@ -61,7 +63,7 @@ NR = {  # x86_64
     "kexec_file_load": 320, "bpf": 321, "execveat": 322, "userfaultfd": 323, "pidfd_send_signal": 424,
     "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427, "open_tree": 428,
     "move_mount": 429, "fsopen": 430, "fsconfig": 431, "fsmount": 432, "fspick": 433,
-    "clone3": 435, "pidfd_getfd": 438, "process_madvise": 440, "mount_setattr": 442,
+    "clone3": 435, "pidfd_getfd": 438, "process_madvise": 440, "mount_setattr": 442, "setxattrat": 463,
 }
 
 DENIED = (
@@ -78,6 +80,10 @@ DENIED = (
     "io_uring_setup", "io_uring_enter", "io_uring_register", "keyctl", "add_key", "request_key",
     "kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module", "reboot",
     "swapon", "swapoff", "acct", "iopl", "ioperm", "name_to_handle_at", "open_by_handle_at",
+    # extended attributes: the fork server tells that a run left nothing in its directory without
+    # reading a name the program chose (see `_server._left_nothing`), and there is no such way for
+    # extended attributes; programs have no need to set any
+    "setxattr", "lsetxattr", "fsetxattr", "setxattrat",
 )
 SELF_ONLY = ("tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo", "prlimit64", "sched_setaffinity",
              "sched_setparam", "sched_setscheduler", "sched_setattr", "migrate_pages", "move_pages")

@@ -11,9 +11,10 @@ metadata reset) after every job, so a run finds nothing of an earlier one there.
 memory, which is a copy of this process's: the server parses only a job's header, and holds the
 rest of the job (the child's order, the program's stdin) and what the program writes only in
 buffers that no child inherits (`_private`); and where a program can read its own memory (Landlock
-and seccomp both on: see `_guard`), the run directory is emptied by another process, the janitor
-(`_start_janitor`), so that the names of what a program left there are never read into this
-process either. A child reads its job at the start of its stdin
+and seccomp both on: see `_guard`), what a program left in the run directory is removed by another
+process, the janitor (`_start_janitor`), so that the names it chose are never read into this
+process either (whether it left anything, this process tells without reading a name where it can:
+`_left_nothing`). A child reads its job at the start of its stdin
 (`_child.receive_job`). It may be forked ahead of its job, at start-up or while the previous job
 runs (when its "ahead" says that a core is free for it): a spare that prepares the program's
 interpreter, then waits for its job; the next job then does not wait for a fork and a
@@ -99,14 +100,15 @@ def main() -> tuple | None:
     # what it leaves is in its own process group, which a spare is not. A janitor only where a
     # program can read its memory (elsewhere the audit hook refuses what would read it), and so
     # never in that init, which must have no child but the program's.
-    state = {"ahead": bool(layers.get("seccomp")) or os.getpid() != 1, "spare": None,
-             "janitor": _start_janitor(run_dir) if policy["kernel_contains_code"] else None, "emptying": False}
+    janitor = _start_janitor(run_dir) if policy["kernel_contains_code"] else None
+    state = {"ahead": bool(layers.get("seccomp")) or os.getpid() != 1, "spare": None, "janitor": janitor,
+             "emptying": False, "last": False, "run_dir": run_dir,
+             # the size and links of the empty run directory (see _left_nothing)
+             "empty": _size_and_links(run_dir) if janitor and layers.get("scratch_tmpfs") else None}
     in_child, state["spare"] = _fork_child() if state["ahead"] else (False, None)
     if in_child:
         return (policy, prepared, *state["spare"])
     while (job := _next_job(state)) is not None:
-        if state["emptying"]:
-            _emptied(state)  # the last job's files are gone (if not, we exit: see _emptied)
         _say(b'{"started": true}\n')  # the job reached a live server (safe to retry if not)
         try:
             outcome, value = supervise(job, state)
@@ -118,9 +120,12 @@ def main() -> tuple | None:
         if outcome != "result":
             break  # the owner is gone
         _answer(*value)
+        if state["last"]:  # the janitor is gone (see _emptied)
+            break
+        # After answering: off the caller's path, before the next job.
         if state["janitor"] is None:
-            _empty(run_dir)  # after answering: off the caller's path, before the next job
-        else:
+            _empty(run_dir)
+        elif not _left_nothing(state):
             try:
                 os.write(state["janitor"][0], b"e")  # it empties the directory while we wait for a job
             except OSError:  # it is gone: no more jobs (the owner gives the next one to a new worker)
@@ -215,6 +220,8 @@ def supervise(job: dict, state: dict) -> tuple[str, object]:
         in_child, child = _fork_child()
         if in_child:
             return "child", child
+    if state["emptying"]:
+        _emptied(state)  # before the program can start (its child gets its job below)
     try:
         watch = _watch(child, job, state)
     except BaseException:  # a malformed job: its child goes, the server answers (see `main`)
@@ -458,20 +465,39 @@ def _start_janitor(run_dir: str) -> tuple[int, int]:
 
 
 def _emptied(state: dict) -> None:
-    """Wait until the janitor has emptied the run directory after the last job (it has, nearly
-    always, by the time the next job comes). If it could not (or is gone), exit: the owner starts
-    another worker, and the job, not yet started, goes to it."""
-    if os.read(state["janitor"][1], 1) != b"1":
-        os._exit(1)
+    """Wait until the janitor has emptied the run directory after the last job: nearly always done
+    by now, as it works while we read the job and fork its child. If it could not (or is gone),
+    empty the directory here, this once: the job's child, forked already, does not inherit what we
+    read, and we take no job after this one (`main`), so that no later child does either."""
     state["emptying"] = False
+    if os.read(state["janitor"][1], 1) != b"1":
+        state["last"] = True
+        _empty(state["run_dir"])
+
+
+def _size_and_links(directory: str) -> tuple[int, int]:
+    status = os.stat(directory)
+    return status.st_size, status.st_nlink
+
+
+def _left_nothing(state: dict) -> bool:
+    """Whether the run left its directory empty (then its mode and times are reset here, with
+    nothing read), told without reading a name the program chose: on the scratch tmpfs a
+    directory's size counts its entries, and the seccomp filter lets no program set an extended
+    attribute. Elsewhere (`state["empty"]` None) the janitor is asked every time."""
+    if state["empty"] is None or _size_and_links(state["run_dir"]) != state["empty"]:
+        return False
+    os.chmod(state["run_dir"], 0o700)
+    os.utime(state["run_dir"], (0, 0))
+    return True
 
 
 def _empty(directory: str) -> None:
     """Remove everything in `directory` and reset what a program could have set on it (mode,
     times, extended attributes), so that nothing carries over to the next run. Walks with relative
     names from the current directory: a tree of any depth, with modes that deny us, is removed."""
+    os.chmod(directory, 0o700)  # first: a program may have taken our search permission
     os.chdir(directory)
-    os.chmod(".", 0o700)
     parents: list[str] = []  # the names we descended through
     while True:
         below = None
