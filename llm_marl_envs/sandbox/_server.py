@@ -220,11 +220,11 @@ def supervise(job: dict, state: dict) -> tuple[str, object]:
         in_child, child = _fork_child()
         if in_child:
             return "child", child
-    if state["emptying"]:
-        _emptied(state)  # before the program can start (its child gets its job below)
     try:
+        if state["emptying"]:
+            _emptied(state)  # before the program can start (its child gets its job below)
         watch = _watch(child, job, state)
-    except BaseException:  # a malformed job: its child goes, the server answers (see `main`)
+    except BaseException:  # a malformed job, or no emptied directory: its child goes, the server answers (`main`)
         _discard(child)
         raise
     if state["ahead"] and job.get("ahead", True):  # the owner says whether a core is free for it
