@@ -204,6 +204,16 @@ def test_reading_outside_its_directory_is_blocked(sandbox, tmp_path):
         assert "42" not in result.stdout and "root:" not in result.stdout
 
 
+def test_a_program_cannot_set_the_attributes_of_its_directory(sandbox):
+    """Flags set on the run directory itself (FS_IOC_SETFLAGS and its kin) would outlive its
+    emptying and reach the next run: the hook blocks those ioctls (the seccomp filter refuses them
+    too: see the kernel-layer test); other ioctls pass."""
+    set_flags = "import array, fcntl, os\nfcntl.ioctl(os.open('.', os.O_RDONLY), 0x40086602, array.array('l', [0x40]), True)"
+    assert sandbox.run(set_flags).status == "blocked"
+    waiting = "import array, fcntl, termios\nn = array.array('i', [0])\nfcntl.ioctl(0, termios.FIONREAD, n, True)\nprint(n[0])"
+    assert sandbox.run(waiting, "abc").stdout == "3\n"
+
+
 def test_each_run_gets_a_fresh_directory(sandbox):
     sandbox.run("open('left_behind.txt', 'w').write('x')")
     result = sandbox.run("import os\nprint(os.listdir('.'))")
@@ -349,7 +359,8 @@ def test_kernel_layers_hold_without_the_audit_hook(sandbox):
         "seccomp": ["import os\nos.fork()", "import os\nos.execv('/bin/true', ['true'])",
                     "import socket\nsocket.socket()", "import os\nos.kill(os.getppid(), 0)",
                     "import socket\ns = socket.socket(socket.AF_UNIX)\ns.connect('/dev/log')",
-                    "import os\nos.setxattr('.', 'user.x', b'1')"],
+                    "import os\nos.setxattr('.', 'user.x', b'1')",
+                    "import array, fcntl, os\nfcntl.ioctl(os.open('.', os.O_RDONLY), 0x40086602, array.array('l', [0x40]), True)"],
     }
     checked = 0
     for layer, codes in programs.items():

@@ -2,7 +2,8 @@
 
 It is the first layer, and the one that gives the "blocked" status a clear reason: reads outside
 the Python installation and the working directory, writes outside the working directory, network,
-process creation, signals to other processes, ctypes/cffi, and the introspection that could reach
+process creation, signals to other processes, ctypes/cffi, ioctls that set a file's own
+attributes (`INODE_ATTRIBUTE_IOCTLS`), and the introspection that could reach
 this hook's own state (gc.get_objects, sys.settrace...). A violation writes `MARK` + the reason to
 stderr and exits with `BLOCKED_EXIT` at once, so the program cannot catch it.
 
@@ -72,11 +73,15 @@ _WRITE_PATH_ARGS = {  # event -> (indexes of path arguments, indexes of dir_fd a
     "os.chflags": ((0,), ()), "os.setxattr": ((0,), ()), "os.removexattr": ((0,), ()),
 }
 _READ_PATH_EVENTS = ("os.listdir", "os.scandir", "os.getxattr", "os.listxattr")
+INODE_ATTRIBUTE_IOCTLS = (0x40086602, 0x401C5820, 0x40087602, 0x800C6613)
+"""ioctl requests that set attributes of a file itself (FS_IOC_SETFLAGS, FS_IOC_FSSETXATTR,
+FS_IOC_SETVERSION, FS_IOC_SET_ENCRYPTION_POLICY): set on the run directory, they would outlive its
+emptying and reach the next run. The seccomp filter refuses them too."""
 _RULES: dict[str, tuple] = {
     "open": ("open",), "os.chdir": ("chdir",), "os.symlink": ("symlink",), "os.kill": ("kill",),
     "os.killpg": ("killpg",), "resource.prlimit": ("kill",), "import": ("import",),
     "socket.__new__": ("socket",), "sqlite3.connect": ("sqlite",), "marshal.loads": ("marshal",),
-    "code.__new__": ("code",),
+    "code.__new__": ("code",), "fcntl.ioctl": ("ioctl",),
     **{e: ("deny",) for e in _PROCESS_EVENTS + _INTROSPECTION_EVENTS + STUBBED_EVENTS},
     **{e: ("paths", paths, fds) for e, (paths, fds) in _WRITE_PATH_ARGS.items()},
     **{e: ("read",) for e in _READ_PATH_EVENTS},
@@ -122,6 +127,7 @@ def make_hook(workdir: str, policy: dict):
     mark, blocked_exit, write_flags, af_unix = MARK, BLOCKED_EXIT, _WRITE_FLAGS, _AF_UNIX
     opaque, contained = bool(policy["kernel_enforces_files"]), bool(policy["kernel_contains_code"])
     prefixes, pyc_header, recent_size = _BLOCKED_PREFIXES, _PYC_HEADER, _RECENT_PYC
+    inode_ioctls = frozenset(INODE_ATTRIBUTE_IOCTLS)
     recent_pyc: list = []  # compiled files just opened under the read roots: what marshal.loads may read
     need_read, need_write, need_inside, need_link = _READ, _WRITE, _INSIDE, _LINK
     verbs = {_READ: "read", _WRITE: "write", _INSIDE: "chdir to", _LINK: "link to"}
@@ -223,6 +229,9 @@ def make_hook(workdir: str, policy: dict):
             elif kind == "socket":
                 if args[1] != af_unix:
                     reason = "network socket"
+            elif kind == "ioctl":
+                if args[1] & 0xFFFFFFFF in inode_ioctls:
+                    reason = "fcntl.ioctl that sets a file's attributes"
             else:
                 reason = event
 

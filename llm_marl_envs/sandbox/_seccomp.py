@@ -4,7 +4,7 @@ The audit hook stops (and reports) these operations at the Python level; this fi
 kernel refuse them too, so a program that gets past the hook (a C extension, a bug in the hook)
 still cannot start a process or another program, open a network socket, connect to a UNIX socket
 on the file system, signal, trace, renice or re-limit a process other than itself, or set an
-extended attribute.
+extended attribute or a file's flags.
 
 One filter confines the fork server and, by inheritance, every program it forks: it is installed
 right before the fork server is executed, since the fork server never loads ctypes (see `_kernel`).
@@ -28,6 +28,8 @@ import platform
 import struct
 from typing import NamedTuple
 
+from _guard import INODE_ATTRIBUTE_IOCTLS  # imported by name, as the supervisor does (see `_supervisor`)
+
 _AUDIT_ARCH_X86_64 = 0xC000003E
 _X32_SYSCALL_BIT = 0x40000000
 _CLONE_THREAD = 0x00010000
@@ -49,7 +51,7 @@ _libc = ctypes.CDLL(None, use_errno=True)
 _libc.syscall.restype = ctypes.c_long
 
 NR = {  # x86_64
-    "socket": 41, "connect": 42, "accept": 43, "sendto": 44, "sendmsg": 46, "bind": 49, "listen": 50,
+    "ioctl": 16, "socket": 41, "connect": 42, "accept": 43, "sendto": 44, "sendmsg": 46, "bind": 49, "listen": 50,
     "clone": 56, "fork": 57, "vfork": 58, "execve": 59, "kill": 62, "ptrace": 101, "rt_sigqueueinfo": 129,
     "setpriority": 141, "sched_setparam": 142, "sched_setscheduler": 144, "iopl": 172, "ioperm": 173,
     "pivot_root": 155, "chroot": 161, "acct": 163, "mount": 165, "umount2": 166, "swapon": 167,
@@ -64,6 +66,7 @@ NR = {  # x86_64
     "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427, "open_tree": 428,
     "move_mount": 429, "fsopen": 430, "fsconfig": 431, "fsmount": 432, "fspick": 433,
     "clone3": 435, "pidfd_getfd": 438, "process_madvise": 440, "mount_setattr": 442, "setxattrat": 463,
+    "file_setattr": 469,
 }
 
 DENIED = (
@@ -84,6 +87,9 @@ DENIED = (
     # reading a name the program chose (see `_server._left_nothing`), and there is no such way for
     # extended attributes; programs have no need to set any
     "setxattr", "lsetxattr", "fsetxattr", "setxattrat",
+    # a file's own attributes (its flags: also the ioctls of _guard.INODE_ATTRIBUTE_IOCTLS, below),
+    # which would outlive the emptying of the run directory
+    "file_setattr",
 )
 SELF_ONLY = ("tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo", "prlimit64", "sched_setaffinity",
              "sched_setparam", "sched_setscheduler", "sched_setattr", "migrate_pages", "move_pages")
@@ -117,6 +123,7 @@ def build() -> bytes:
         (_JEQ, "socket", 0, NR["socket"]),
         (_JEQ, "sendto", 0, NR["sendto"]),
         (_JEQ, "setpriority", 0, NR["setpriority"]),
+        (_JEQ, "ioctl", 0, NR["ioctl"]),
         *[(_JEQ, "self_only", 0, NR[name]) for name in ("kill", *SELF_ONLY)],
         (_RET, 0, 0, _RET_ALLOW),
         "clone", (_LD_ABS, 0, 0, _arg(0)), (_JSET, "eperm", 0, _CLONE_NAMESPACES),
@@ -126,6 +133,9 @@ def build() -> bytes:
         "sendto", (_LD_ABS, 0, 0, _arg(4)), (_JEQ, 0, "eperm", 0), (_LD_ABS, 0, 0, _arg(4, high=True)),
         (_JEQ, "allow", "eperm", 0),
         "setpriority", (_LD_ABS, 0, 0, _arg(1)), (_JEQ, "allow", "notify", 0),
+        # the kernel takes an ioctl's request as 32 bits
+        "ioctl", (_LD_ABS, 0, 0, _arg(1)), *[(_JEQ, "eperm", 0, request) for request in INODE_ATTRIBUTE_IOCTLS],
+        (_RET, 0, 0, _RET_ALLOW),
         # kill(0, sig) is the caller's own process group; for the others 0 is the caller itself
         "self_only", (_LD_ABS, 0, 0, _arg(0)), (_JEQ, 0, "notify", 0), (_LD_ABS, 0, 0, _arg(0, high=True)),
         (_JEQ, "allow", "notify", 0),

@@ -470,6 +470,10 @@ print("MEMORY", text)
             then="import os\nprint(os.listdir('.'))\nwhile os.path.isdir('d'):\n    os.chdir('d')\nprint(open('t').read())"),
     Attempt("an extended attribute on the run directory", "persistence", "import os\nos.setxattr('.', 'user.t', b'@TOKEN@')",
             then="import os\nprint([os.getxattr('.', n) for n in os.listxattr('.')])"),
+    Attempt("flags on the run directory (FS_IOC_SETFLAGS)", "persistence",
+            "import array, fcntl, os\nfcntl.ioctl(os.open('.', os.O_RDONLY), 0x40086602, array.array('l', [0x40]), True)",
+            then="import array, fcntl, os\nflags = array.array('l', [0])\nfcntl.ioctl(os.open('.', os.O_RDONLY), 0x80086601, flags, True)\n"
+                 "print('ESCAPED' if flags[0] & 0x40 else '')"),
     Attempt("the run directory's times and mode", "persistence",
             "import os\nos.utime('.', (1234567, 7654321))\nos.chmod('.', 0o751)",
             then="import os\ns = os.stat('.')\nprint('ESCAPED' if s.st_mtime == 7654321 or s.st_mode & 0o777 == 0o751 else '')"),
