@@ -275,10 +275,10 @@ def test_a_run_that_takes_the_permissions_of_its_directory_does_not_spoil_the_ne
     next run still starts, on the same worker, in an empty directory with its usual mode."""
     for leave in ("import os\nos.chmod('.', 0)", "import os\nopen('left', 'w').close()\nos.chmod('.', 0)"):
         assert one_worker.run(leave).ok
-        supervisor = one_worker._worker_pids()
+        workers = one_worker._worker_pids()
         result = one_worker.run("import os\nprint(os.listdir('.'), oct(os.stat('.').st_mode & 0o777))")
         assert (result.status, result.stdout) == ("ok", "[] 0o700\n"), result
-        assert one_worker._worker_pids() == supervisor
+        assert one_worker._worker_pids() == workers
 
 
 @pytest.mark.parametrize("when", ["idle", "waited for"])
