@@ -624,13 +624,11 @@ def janitor(server: int) -> int | None:
     """The fork server's janitor, where it has one (`_server._start_janitor`): its first child,
     which closed the owner's pipes (descriptors 0 to 2). None where it has none: its first child
     is then a spare or a program, which keep them."""
-    try:
-        first = int(Path(f"/proc/{server}/task/{server}/children").read_text().split()[0])
-        closed = not any(Path(f"/proc/{first}/fd/{fd}").exists() for fd in range(3))
-        alive = Path(f"/proc/{first}/fd").exists()
-    except (OSError, IndexError):  # no child, or gone meanwhile
+    first = next(iter(descendants(server)), None)  # depth first: the first child comes first
+    if first is None:
         return None
-    return first if closed and alive else None
+    closed = not any(Path(f"/proc/{first}/fd/{fd}").exists() for fd in range(3))
+    return first if closed and Path(f"/proc/{first}/fd").exists() else None  # (not gone meanwhile)
 
 
 def sandboxed(supervisor: int) -> list[int]:
