@@ -78,10 +78,12 @@ def enter(forked: tuple | None) -> tuple:
         for fd, target in ((stdin_fd, 0), (stdout_fd, 1), (stderr_fd, 2), (lifeline_fd, LIFELINE_FD)):
             os.dup2(fd, target)
         _die_with_server(LIFELINE_FD)
-        os.chdir(policy["run_dir"])
         os.closerange(LIFELINE_FD + 1, 1 << 16)
         namespace = _prepare_interpreter(prepared["streams"])
         job = receive_job(0)
+        # Only now: a spare is forked while the run before runs, which may take the search
+        # permission from its directory; the server resets it before it hands out the next job.
+        os.chdir(policy["run_dir"])
         program = _program(job)
         _set_limits(job["limits"], no_processes=policy["no_processes"])
         # Tracebacks read the program's source through linecache: serve it from memory.
