@@ -302,6 +302,9 @@ def test_a_worker_whose_janitor_is_gone_is_replaced(when):
         assert helper is not None, f"no janitor below the fork server: {descendants(supervisor)}"
         if when == "idle":
             os.kill(helper, signal.SIGKILL)
+            deadline = time.monotonic() + 5  # dead, its pipes closed (under load that can take a while;
+            while running(helper) and time.monotonic() < deadline:  # until then it still takes orders)
+                time.sleep(0.01)
             assert sb.run(leave).stdout == "[]\n"  # its directory then needs emptying: the server goes
         else:
             os.kill(helper, signal.SIGSTOP)

@@ -87,6 +87,10 @@ def main() -> tuple | None:
         policy = _policy(run_dir, layers)
         prepared = _child.prepare_server(policy)
         _empty(run_dir)
+        # A janitor only where a program can read its memory (elsewhere the audit hook refuses
+        # what would read it), and so never in the init of a PID namespace without the seccomp
+        # layer, which must have no child but the program's (see below).
+        janitor = _start_janitor(run_dir) if policy["kernel_contains_code"] else None
     except Exception as exc:  # pragma: no cover (depends on the machine)
         _say((json.dumps({"error": repr(exc)}) + "\n").encode())
         return None
@@ -98,10 +102,7 @@ def main() -> tuple | None:
     # The init of a PID namespace without the seccomp layer must find and kill whatever a program
     # left behind, which it tells by having no child left once the program's is reaped: no spare
     # there. Elsewhere a program cannot leave a process behind (seccomp refuses its forks) or
-    # what it leaves is in its own process group, which a spare is not. A janitor only where a
-    # program can read its memory (elsewhere the audit hook refuses what would read it), and so
-    # never in that init, which must have no child but the program's.
-    janitor = _start_janitor(run_dir) if policy["kernel_contains_code"] else None
+    # what it leaves is in its own process group, which a spare is not.
     state = {"ahead": bool(layers.get("seccomp")) or os.getpid() != 1, "spare": None, "janitor": janitor,
              "emptying": False, "last": False, "run_dir": run_dir,
              # the size and links of the empty run directory (see _left_nothing)
@@ -446,7 +447,9 @@ def _start_janitor(run_dir: str) -> tuple[int, int]:
     memory, not into ours, which every later child inherits (where the kernel layers let a program
     read its own memory). Forked before any job, it holds nothing of one. Returns our ends of its
     pipes: (orders, answers); each order is one byte, each answer b"1" once the directory is empty.
-    It exits at the end of its orders (we are gone) or when it could not empty the directory."""
+    It exits at the end of its orders (we are gone) or when it could not empty the directory.
+    Returns once it has closed the owner's pipes (its first answer says so), so that from the
+    first job on it is the process with them closed (the tests find it that way)."""
     orders_r, orders_w = os.pipe()
     answers_r, answers_w = os.pipe()
     if os.fork() == 0:
@@ -455,6 +458,7 @@ def _start_janitor(run_dir: str) -> tuple[int, int]:
                 os.close(fd)
             os.close(orders_w)
             os.close(answers_r)
+            os.write(answers_w, b"1")
             while os.read(orders_r, 1):
                 _empty(run_dir)
                 os.write(answers_w, b"1")
@@ -462,6 +466,8 @@ def _start_janitor(run_dir: str) -> tuple[int, int]:
             os._exit(0)
     os.close(orders_r)
     os.close(answers_w)
+    if os.read(answers_r, 1) != b"1":
+        raise RuntimeError("the janitor exited before its first order")
     return orders_w, answers_r
 
 
