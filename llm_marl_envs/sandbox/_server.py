@@ -19,9 +19,10 @@ process either (whether it left anything, this process tells without reading a n
 runs (when its "ahead" says that a core is free for it): a spare that prepares the program's
 interpreter, then waits for its job (it enters the run directory only then: the run before may
 take the directory's permissions, which are reset before the next job is handed out); the next
-job then does not wait for a fork and a preparation. Without a spare, a job's child is forked when it comes. This process supervises the
-child: it feeds stdin, enforces the wall clock and the output cap, kills the child's process
-group, and kills it and exits at once when its owner goes away (its end of the pipes closes).
+job then does not wait for a fork and a preparation. Without a spare, a job's child is forked
+when it comes. This process supervises the child: it feeds stdin, enforces the wall clock and
+the output cap, kills the child's process group, and kills it and exits at once when its owner
+goes away (its end of the pipes closes).
 
 The child returns from every function of this module (`_fork_child` -> `supervise` -> `main` ->
 module level), so that nothing of the server is left below the program's frame; this module
