@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 
 from llm_marl_envs.sandbox import ExecResult, Sandbox, SandboxLimits, _protocol, default_sandbox, pool
-from tests.support.sandbox_corpus import (MEMORY_SCAN, attempt, descendants, janitor, left_behind, sandboxed,
-                                          with_sandbox_dir)
+from tests.support.sandbox_corpus import (MEMORY_SCAN, SET_DIRECTORY_FLAGS, attempt, descendants, janitor, left_behind,
+                                          sandboxed, with_sandbox_dir)
 
 LIMITS = SandboxLimits(wall_time_s=2.0, cpu_time_s=2.0, memory_mb=256, output_bytes=10_000)
 
@@ -53,6 +53,13 @@ def running(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] != "Z"
     except FileNotFoundError:
         return False
+
+
+def wait_until_dead(pid: int, within: float = 5.0) -> None:
+    """After a SIGKILL: the process dies when it next runs, which under load can take a while."""
+    deadline = time.monotonic() + within
+    while running(pid) and time.monotonic() < deadline:
+        time.sleep(0.01)
 
 
 def servers_under_this_process() -> set[int]:
@@ -208,8 +215,7 @@ def test_a_program_cannot_set_the_attributes_of_its_directory(sandbox):
     """Flags set on the run directory itself (FS_IOC_SETFLAGS and its kin) would outlive its
     emptying and reach the next run: the hook blocks those ioctls (the seccomp filter refuses them
     too: see the kernel-layer test); other ioctls pass."""
-    set_flags = "import array, fcntl, os\nfcntl.ioctl(os.open('.', os.O_RDONLY), 0x40086602, array.array('l', [0x40]), True)"
-    assert sandbox.run(set_flags).status == "blocked"
+    assert sandbox.run(SET_DIRECTORY_FLAGS).status == "blocked"
     waiting = "import array, fcntl, termios\nn = array.array('i', [0])\nfcntl.ioctl(0, termios.FIONREAD, n, True)\nprint(n[0])"
     assert sandbox.run(waiting, "abc").stdout == "3\n"
 
@@ -302,9 +308,7 @@ def test_a_worker_whose_janitor_is_gone_is_replaced(when):
         assert helper is not None, f"no janitor below the fork server: {descendants(supervisor)}"
         if when == "idle":
             os.kill(helper, signal.SIGKILL)
-            deadline = time.monotonic() + 5  # dead, its pipes closed (under load that can take a while;
-            while running(helper) and time.monotonic() < deadline:  # until then it still takes orders)
-                time.sleep(0.01)
+            wait_until_dead(helper)  # its pipes closed: until then it still takes orders
             assert sb.run(leave).stdout == "[]\n"  # its directory then needs emptying: the server goes
         else:
             os.kill(helper, signal.SIGSTOP)
@@ -365,7 +369,7 @@ def test_kernel_layers_hold_without_the_audit_hook(sandbox):
                     "import socket\nsocket.socket()", "import os\nos.kill(os.getppid(), 0)",
                     "import socket\ns = socket.socket(socket.AF_UNIX)\ns.connect('/dev/log')",
                     "import os\nos.setxattr('.', 'user.x', b'1')",
-                    "import array, fcntl, os\nfcntl.ioctl(os.open('.', os.O_RDONLY), 0x40086602, array.array('l', [0x40]), True)"],
+                    SET_DIRECTORY_FLAGS],
     }
     checked = 0
     for layer, codes in programs.items():
@@ -498,9 +502,7 @@ def test_a_spare_waits_for_the_next_job_and_one_that_died_is_replaced(one_worker
     server, *below = sandboxed(supervisor)
     assert len(below) == 1 and not left_behind(supervisor), f"expected one spare below the server, got {below}"
     os.kill(below[0], signal.SIGKILL)
-    deadline = time.monotonic() + 5
-    while running(below[0]) and time.monotonic() < deadline:  # dead before the job comes (not while it is sent)
-        time.sleep(0.01)
+    wait_until_dead(below[0])  # dead before the job comes (not while it is sent)
     assert one_worker.run("print(2)").stdout == "2\n"
     assert one_worker._worker_pids() == [supervisor] and sandboxed(supervisor)[0] == server  # same server
 

@@ -449,8 +449,8 @@ def _start_janitor(run_dir: str) -> tuple[int, int]:
     read its own memory). Forked before any job, it holds nothing of one. Returns our ends of its
     pipes: (orders, answers); each order is one byte, each answer b"1" once the directory is empty.
     It exits at the end of its orders (we are gone) or when it could not empty the directory.
-    Returns once it has closed the owner's pipes (its first answer says so), so that from the
-    first job on it is the process with them closed (the tests find it that way)."""
+    Its first answer says that it has closed the owner's pipes: from the first job on, it is the
+    child with them closed (which is how the tests find it)."""
     orders_r, orders_w = os.pipe()
     answers_r, answers_w = os.pipe()
     if os.fork() == 0:
@@ -468,7 +468,7 @@ def _start_janitor(run_dir: str) -> tuple[int, int]:
     os.close(orders_r)
     os.close(answers_w)
     if os.read(answers_r, 1) != b"1":
-        raise RuntimeError("the janitor exited before its first order")
+        raise RuntimeError("the janitor exited as it started")
     return orders_w, answers_r
 
 

@@ -149,6 +149,9 @@ crafted = f.__code__.replace(co_code=bytes(code))
 '''
 _READ_SECRET = "print(open('@SECRET@').read())"
 
+SET_DIRECTORY_FLAGS = "import array, fcntl, os\nfcntl.ioctl(os.open('.', os.O_RDONLY), 0x40086602, array.array('l', [0x40]), True)"
+"""A program that sets the nodump flag on its run directory (FS_IOC_SETFLAGS)."""
+
 MEMORY_SCAN = r'''
 import os, sys
 import numpy as np
@@ -470,8 +473,7 @@ print("MEMORY", text)
             then="import os\nprint(os.listdir('.'))\nwhile os.path.isdir('d'):\n    os.chdir('d')\nprint(open('t').read())"),
     Attempt("an extended attribute on the run directory", "persistence", "import os\nos.setxattr('.', 'user.t', b'@TOKEN@')",
             then="import os\nprint([os.getxattr('.', n) for n in os.listxattr('.')])"),
-    Attempt("flags on the run directory (FS_IOC_SETFLAGS)", "persistence",
-            "import array, fcntl, os\nfcntl.ioctl(os.open('.', os.O_RDONLY), 0x40086602, array.array('l', [0x40]), True)",
+    Attempt("flags on the run directory (FS_IOC_SETFLAGS)", "persistence", SET_DIRECTORY_FLAGS,
             then="import array, fcntl, os\nflags = array.array('l', [0])\nfcntl.ioctl(os.open('.', os.O_RDONLY), 0x80086601, flags, True)\n"
                  "print('ESCAPED' if flags[0] & 0x40 else '')"),
     Attempt("the run directory's times and mode", "persistence",
