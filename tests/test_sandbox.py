@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import copy
 import dis
+import fcntl
 import json
 import os
 import signal
 import subprocess
 import sys
+import termios
 import threading
 import time
 import types
@@ -60,6 +62,23 @@ def wait_until_dead(pid: int, within: float = 5.0) -> None:
     deadline = time.monotonic() + within
     while running(pid) and time.monotonic() < deadline:
         time.sleep(0.01)
+
+
+def wait_for_an_order(janitor_pid: int, within: float = 5.0) -> None:
+    """Until one of the janitor's pipes holds a byte: the fork server's order, which it writes
+    after answering (the janitor, stopped, does not answer)."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        for fd in Path(f"/proc/{janitor_pid}/fd").iterdir():
+            if os.readlink(fd).startswith("pipe:"):
+                reader = os.open(fd, os.O_RDONLY | os.O_NONBLOCK)  # the same pipe, opened anew
+                try:
+                    if int.from_bytes(fcntl.ioctl(reader, termios.FIONREAD, bytes(4)), "little"):
+                        return
+                finally:
+                    os.close(reader)
+        time.sleep(0.01)
+    raise AssertionError(f"the fork server sent its janitor no order within {within} s")
 
 
 def servers_under_this_process() -> set[int]:
@@ -312,11 +331,12 @@ def test_a_worker_whose_janitor_is_gone_is_replaced(when):
             assert sb.run(leave).stdout == "[]\n"  # its directory then needs emptying: the server goes
         else:
             os.kill(helper, signal.SIGSTOP)
-            assert sb.run(leave).stdout == "[]\n"  # the stopped janitor gets the order
-            killer = threading.Timer(0.5, os.kill, (helper, signal.SIGKILL))  # while the next job waits for it
-            killer.start()
-            assert sb.run(leave).stdout == "[]\n"
-            killer.join()
+            assert sb.run(leave).stdout == "[]\n"  # the stopped janitor gets the order, after the answer
+            wait_for_an_order(helper)
+            os.kill(helper, signal.SIGKILL)  # gone with the order pending: the next job waits for it
+            wait_until_dead(helper)
+            # this job leaves nothing, so that only the server's own account of the janitor stops it
+            assert sb.run("import os\nprint(os.listdir('.'))").stdout == "[]\n"
             assert sb._worker_pids() == [supervisor]  # that job ran on the same worker
         assert sb.run(leave).stdout == "[]\n"
         assert sb._worker_pids() != [supervisor], "a worker without a janitor took another job"

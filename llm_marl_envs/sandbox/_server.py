@@ -230,7 +230,8 @@ def supervise(job: dict, state: dict) -> tuple[str, object]:
     except BaseException:  # a malformed job, or no emptied directory: its child goes, the server answers (`main`)
         _discard(child)
         raise
-    if state["ahead"] and job.get("ahead", True):  # the owner says whether a core is free for it
+    # The owner says whether a core is free for a spare; none after the last job (see _emptied).
+    if state["ahead"] and job.get("ahead", True) and not state["last"]:
         try:
             in_child, state["spare"] = _fork_child()
         except OSError:  # no spare now: the next job forks its own
