@@ -20,6 +20,7 @@ import pytest
 import torch
 
 from llm_marl.distributed import ClusterConfig, ClusterError, merge_rollouts, shard_tasks
+from llm_marl.distributed.cluster import LOCAL_SYSTEM_CONFIG
 from llm_marl.distributed.pool import RayEnginePool
 from llm_marl.engines.base import GenerationRequest, SamplingParams
 from llm_marl.engines.scripted import ScriptedEngine
@@ -36,7 +37,7 @@ def local_ray():
     import sys
 
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # actors cannot import this test module by name
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, _system_config=LOCAL_SYSTEM_CONFIG,
              runtime_env={"env_vars": {"PYTHONPATH": os.environ.get("PYTHONPATH", ""), "OMP_NUM_THREADS": "1"}})
     yield
     ray.shutdown()
@@ -329,6 +330,22 @@ def test_published_adapter_changes_what_engine_actors_sample(local_ray):
 
 
 # ---------------------------------------------------------------------------- the README command
+def test_a_local_cluster_runs_its_actors_at_the_drivers_priority():
+    """Ray starts its workers at nice 15; the local instance a run starts (here in a process of its
+    own, as this module's instance is up) runs them at nice 0, beside the driver."""
+    import subprocess
+    import sys
+
+    probe = ("import os, ray\n"
+             "from llm_marl.distributed import ClusterConfig\n"
+             "from llm_marl.distributed.cluster import ClusterRun\n"
+             "with ClusterRun(ClusterConfig(), None, log=lambda m: None, num_cpus=1):\n"
+             "    print(os.nice(0), ray.get(ray.remote(num_cpus=0.1)(lambda: os.nice(0)).remote()))\n")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["0", "0"], done.stdout
+
+
 def test_readme_local_cluster_train_command_runs(local_ray, tmp_path, capsys):
     """2 rollout workers (1 hf engine actor) and 2 gloo trainer ranks, on the local Ray instance."""
     import json

@@ -31,6 +31,11 @@ from .config import ClusterConfig, ClusterError
 from .pool import RayEnginePool
 from .shards import merge_rollouts, shard_tasks
 
+LOCAL_SYSTEM_CONFIG = {"worker_niceness": 0}
+"""Ray's settings for the local instance a run starts: its workers (the actors) at the driver's
+priority. Ray's default, nice 15, puts them behind every other process on the machine, where a
+local cluster's actors are this run's own work."""
+
 
 class ClusterRun:
     """Start with `start()` (or `with`), stop with `close()`; `engine` is the `Engine` the driver uses."""
@@ -67,8 +72,10 @@ class ClusterRun:
             kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
             if cfg.ray_address:
                 kwargs["address"] = cfg.ray_address
-            elif self.num_cpus is not None:
-                kwargs["num_cpus"] = self.num_cpus
+            else:
+                kwargs["_system_config"] = LOCAL_SYSTEM_CONFIG
+                if self.num_cpus is not None:
+                    kwargs["num_cpus"] = self.num_cpus
             try:
                 ray.init(**kwargs)
             except ConnectionError as exc:
