@@ -142,7 +142,9 @@ def main() -> None:
 
     import ray
 
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
+    from llm_marl.distributed.cluster import LOCAL_SYSTEM_CONFIG
+
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, _system_config=LOCAL_SYSTEM_CONFIG,
              runtime_env={"env_vars": {"PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}})
     try:
         throughput = rollout_throughput(args.tasks, args.cpus_per_actor, args.max_new_tokens)
