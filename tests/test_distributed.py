@@ -329,10 +329,9 @@ def test_published_adapter_changes_what_engine_actors_sample(local_ray):
     assert seconds > 0
 
 
-# ---------------------------------------------------------------------------- the README command
 def test_a_local_cluster_runs_its_actors_at_the_drivers_priority():
-    """Ray starts its workers at nice 15; the local instance a run starts (here in a process of its
-    own, as this module's instance is up) runs them at nice 0, beside the driver."""
+    """Ray starts its workers at nice 15 (more than the driver's); the local instance a run starts
+    (here in a process of its own, as this module's instance is up) runs them at the driver's."""
     import subprocess
     import sys
 
@@ -343,9 +342,11 @@ def test_a_local_cluster_runs_its_actors_at_the_drivers_priority():
              "    print(os.nice(0), ray.get(ray.remote(num_cpus=0.1)(lambda: os.nice(0)).remote()))\n")
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.split() == ["0", "0"], done.stdout
+    driver, worker = done.stdout.split()
+    assert worker == driver, f"a worker at nice {worker}, its driver at {driver}"
 
 
+# ---------------------------------------------------------------------------- the README command
 def test_readme_local_cluster_train_command_runs(local_ray, tmp_path, capsys):
     """2 rollout workers (1 hf engine actor) and 2 gloo trainer ranks, on the local Ray instance."""
     import json
