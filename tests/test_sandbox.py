@@ -60,7 +60,9 @@ def running(pid: int) -> bool:
 def wait_until_dead(pid: int, within: float = 5.0) -> None:
     """After a SIGKILL: the process dies when it next runs, which under load can take a while."""
     deadline = time.monotonic() + within
-    while running(pid) and time.monotonic() < deadline:
+    while running(pid):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"process {pid} still runs {within} s after its SIGKILL")
         time.sleep(0.01)
 
 
