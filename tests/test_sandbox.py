@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from llm_marl_envs.sandbox import ExecResult, Sandbox, SandboxLimits, _protocol, default_sandbox, pool
+from tests.support.processes import running, wait_until_dead
 from tests.support.sandbox_corpus import (MEMORY_SCAN, SET_DIRECTORY_FLAGS, attempt, descendants, janitor, left_behind,
                                           sandboxed, with_sandbox_dir)
 
@@ -47,23 +48,6 @@ def is_server(pid: int) -> bool:
     except FileNotFoundError:
         return False
     return b"_server.py" in cmdline or b"_supervisor.py" in cmdline
-
-
-def running(pid: int) -> bool:
-    """Alive and not a zombie waiting to be reaped."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
-
-
-def wait_until_dead(pid: int, within: float = 5.0) -> None:
-    """After a SIGKILL: the process dies when it next runs, which under load can take a while."""
-    deadline = time.monotonic() + within
-    while running(pid):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"process {pid} still runs {within} s after its SIGKILL")
-        time.sleep(0.01)
 
 
 def wait_for_an_order(janitor_pid: int, within: float = 5.0) -> None:

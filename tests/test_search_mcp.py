@@ -17,6 +17,7 @@ from llm_marl_envs import deep_search_v1
 from llm_marl_envs.search import BM25Backend, SearchRuntime, mini_wiki_spec, shared_runtime
 from llm_marl_envs.search.miniwiki import build
 from llm_marl_envs.search.server import build_server
+from tests.support.processes import wait_until_dead
 
 SPEC = mini_wiki_spec()
 QUERY = "Who directed The Copper Compass?"
@@ -67,6 +68,7 @@ def test_subprocess_server_answers_and_reports_tool_errors(server_runtime):
 
 def test_one_session_serves_concurrent_callers(server_runtime):
     rt = server_runtime
+    assert rt.search(QUERY).ok  # the server runs (also when this test runs first)
     pid, starts = rt.server_pid, rt.starts
     titles = [d.title for d in build().corpus.documents[:24]]
     results: dict[str, str] = {}
@@ -111,7 +113,7 @@ def test_killing_the_server_mid_episode_gives_an_error_observation_then_recovers
             assert env.infos["worker_0"]["call"]["status"] == "ok"
     assert env.success
     assert rt.restarts == restarts + 1 and rt.server_pid not in (None, old_pid)
-    assert not os.path.exists(f"/proc/{old_pid}") or open(f"/proc/{old_pid}/stat").read().split()[2] == "Z"
+    wait_until_dead(old_pid)
 
 
 def test_a_crash_under_concurrent_calls_restarts_the_server_once(server_runtime):
@@ -164,13 +166,12 @@ def test_runtimes_are_shared_by_environments_and_forks():
         SearchRuntime(SPEC, "carrier-pigeon")
 
 
-def test_close_stops_the_server(server_runtime):
-    rt = server_runtime  # the last test of the module: it closes the shared runtime
+def test_close_stops_the_server():
+    rt = SearchRuntime(SPEC, "subprocess", call_timeout_s=20.0)  # its own: closing the module's would end it for later tests
     assert rt.search(QUERY).ok
     pid = rt.server_pid
     rt.close()
     rt.close()  # idempotent
-    time.sleep(0.2)
-    assert not os.path.exists(f"/proc/{pid}") or open(f"/proc/{pid}/stat").read().split()[2] == "Z"
+    wait_until_dead(pid)
     with pytest.raises(RuntimeError, match="closed"):
         rt.search(QUERY)
