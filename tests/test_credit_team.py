@@ -155,6 +155,7 @@ def test_llm_judge_labels_messages_and_falls_back_to_neutral():
         assert out.rewards == pytest.approx([0.3, 0.0, -0.3])  # Eq. 9: s·|s|/S·φ with S_a = 2; b: uniform fallback, s = 0
     finally:
         server.server.shutdown()
+        server.server.server_close()
     dead = LLMJudge(JudgeConfig(base_url="http://127.0.0.1:9/v1", timeout_s=2))
     assert dead(messages[:1], messages[1]) == 0 and "judge failed" in dead.errors[0]
     with pytest.raises(ValueError, match="--judge-url"):

@@ -288,6 +288,7 @@ def test_optional_llm_judge(monkeypatch):
         assert q.answer in body["messages"][0]["content"]
     finally:
         server.shutdown()
+        server.server_close()
     env = fresh(q, judge={"base_url": "http://127.0.0.1:9/v1", "timeout_s": 2})  # nothing listens: fall back to EM
     (reward, info), = play(env, [("planner", f"\\boxed{{{q.answer}}}")])
     assert info["acc"] == 1.0 and info["judge"]["correct"] is None and "judge failed" in info["judge"]["error"]

@@ -175,3 +175,16 @@ def test_close_stops_the_server():
     wait_until_dead(pid)
     with pytest.raises(RuntimeError, match="closed"):
         rt.search(QUERY)
+
+
+@pytest.mark.parametrize("transport", ["subprocess", "inprocess"])
+def test_close_leaves_no_descriptor_open(transport):
+    """The session's pipes and the loop's own (its selector and wake-up sockets) are all closed,
+    not left to the garbage collector."""
+    before = set(os.listdir("/proc/self/fd"))
+    rt = SearchRuntime(SPEC, transport, call_timeout_s=20.0)
+    assert rt.search(QUERY).ok
+    rt.close()
+    left = {fd: os.readlink(f"/proc/self/fd/{fd}") for fd in set(os.listdir("/proc/self/fd")) - before
+            if os.path.exists(f"/proc/self/fd/{fd}")}
+    assert not left, f"open after close: {left}"

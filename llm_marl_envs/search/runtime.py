@@ -69,9 +69,12 @@ class _LoopThread:
         return asyncio.run_coroutine_threadsafe(coro, self.loop)
 
     def stop(self) -> None:
-        if self.loop.is_running():
-            self.loop.call_soon_threadsafe(self.loop.stop)
+        """Stop the loop and, once its thread has ended, close it (its selector and wake-up sockets).
+        The stop is queued even when the loop is not running yet: `run_forever` then returns at once."""
+        self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(timeout=5)
+        if not self.thread.is_alive():
+            self.loop.close()
 
 
 class SearchRuntime:
