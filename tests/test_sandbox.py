@@ -67,6 +67,16 @@ def wait_for_an_order(janitor_pid: int, within: float = 5.0) -> None:
     raise AssertionError(f"the fork server sent its janitor no order within {within} s")
 
 
+def wait_until_waiting_for_an_order(janitor_pid: int, within: float = 5.0) -> None:
+    """Until the janitor is blocked reading its next order (it reads nothing else): it has done
+    and answered every order sent so far."""
+    deadline = time.monotonic() + within
+    while Path(f"/proc/{janitor_pid}/syscall").read_text().split()[0] != "0":  # read(2), blocked
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the janitor was still busy after {within} s")
+        time.sleep(0.01)
+
+
 def servers_under_this_process() -> set[int]:
     return {pid for pid in descendants(os.getpid()) if is_server(pid)}
 
@@ -307,10 +317,11 @@ def test_a_worker_whose_janitor_is_gone_is_replaced(when):
         if not (layers["landlock_fs"] and layers["seccomp"]):
             pytest.skip(f"the server has a janitor only where Landlock and seccomp are both on: {layers}")
         leave = "import os\nprint(os.listdir('.'))\nopen('left', 'w').close()"
-        assert sb.run("print(0)").ok  # it left nothing: the janitor has no order
+        assert sb.run("print(0)").ok  # it left nothing, but without the scratch tmpfs the janitor empties anyway
         supervisor = sb._worker_pids()[0]
         helper = janitor(sandboxed(supervisor)[0])
         assert helper is not None, f"no janitor below the fork server: {descendants(supervisor)}"
+        wait_until_waiting_for_an_order(helper)  # stopped or killed below with no order of that job pending
         if when == "idle":
             os.kill(helper, signal.SIGKILL)
             wait_until_dead(helper)  # its pipes closed: until then it still takes orders
