@@ -9,12 +9,18 @@ from collections.abc import Callable
 import llm_marl_envs
 from agents.oracle import make_oracle
 
-RECURSING_PROGRAM = "```python\n" + "a." * 3000 + "a\n```"
-"""`compile` raises RecursionError on it (issue 11 #6)."""
+RECURSING_SOURCE = "a." * 20_000 + "a"
+"""`compile` raises RecursionError on it (issue 11 #6): nested deeper than the compiler allows on
+every supported Python (3.13 compiles 3,000 levels, which 3.11 and 3.12 refuse; it refuses 10,000)."""
+RECURSING_PROGRAM = "```python\n" + RECURSING_SOURCE + "\n```"
+PARSER_OVERFLOW_SOURCE = "-" * 8_000 + "1"
+"""`compile` raises MemoryError on it (the parser's stack overflows) on every supported Python,
+and it is short enough for the math tool's 16,000-character budget, which RECURSING_SOURCE is not."""
+PARSER_OVERFLOW_PROGRAM = "```python\n" + PARSER_OVERFLOW_SOURCE + "\n```"
 
 POISON: dict[str, str] = {
     "compile_recursion": RECURSING_PROGRAM,
-    "compile_memory": "```python\n" + "-" * 20_000 + "1\n```",
+    "compile_memory": PARSER_OVERFLOW_PROGRAM,
     "deep_brackets": "#### " + "[" * 30_000 + "]" * 30_000,
     "lone_surrogate_json": ('<use_mcp_tool>\n<server_name>llm-marl-search</server_name>\n<tool_name>search</tool_name>\n'
                             '<arguments>{"query": "\\ud800"}</arguments>\n</use_mcp_tool>'),
