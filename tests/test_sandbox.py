@@ -766,6 +766,27 @@ def test_the_hook_alone_stops_them(hook_alone, name):
     assert not _escaped_to_tmp()
 
 
+NEWER_PYTHON_CASES = {  # functions that newer Pythons added without an audit event of their own
+    "sys.activate_stack_trampoline": "import sys\nsys.activate_stack_trampoline('perf')\ndef f(): pass\nf()",  # 3.12
+    "os.posix_openpt": "import os\nos.posix_openpt(os.O_RDWR | os.O_NOCTTY)",  # 3.13
+}
+
+
+@pytest.mark.parametrize("kernel_layers", [True, False], ids=["kernel layers on", "audit hook alone"])
+@pytest.mark.parametrize("name", sorted(NEWER_PYTHON_CASES))
+def test_what_newer_pythons_added_without_an_audit_event_is_blocked(sandbox, hook_alone, kernel_layers, name):
+    """Run with the audit hook alone, activate_stack_trampoline made the interpreter write
+    /tmp/perf-PID.map (with the program's function names), which outlived the run, and
+    posix_openpt opened /dev/ptmx: `_child` stubs both, whose events the hook refuses."""
+    module, _, function = name.partition(".")
+    if not hasattr(sys.modules[module], function):
+        pytest.skip(f"{name} is not in Python {sys.version_info[0]}.{sys.version_info[1]}")
+    perf_maps = {p for p in os.listdir("/tmp") if p.startswith("perf-")}
+    result = (sandbox if kernel_layers else hook_alone).run(NEWER_PYTHON_CASES[name])
+    assert result.status == "blocked" and result.stderr.endswith(f"blocked: {name}\n"), result
+    assert {p for p in os.listdir("/tmp") if p.startswith("perf-")} <= perf_maps
+
+
 def test_sqlite_cannot_write_outside(sandbox):
     """With Landlock, SQLite in memory still works and the kernel refuses ATTACH/VACUUM INTO outside."""
     assert sandbox.run("import sqlite3\nprint(sqlite3.connect(':memory:').execute('SELECT 1').fetchone())").stdout == "(1,)\n"

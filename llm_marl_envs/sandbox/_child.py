@@ -46,9 +46,12 @@ _IMPORT_SYSTEM_ONLY = ("create_builtin", "exec_builtin", "init_frozen")
 """`_imp` functions that would create a built-in module afresh, without an audit event and with
 the functions replaced by stubs below back in place; the fork server imports every built-in module
 beforehand, so the import system never needs them again."""
-_STUBS = {"os": ("mknod", "mkfifo", "sched_setaffinity", "sched_setscheduler", "sched_setparam", "setpriority"),
-          "posix": ("mknod", "mkfifo", "sched_setaffinity", "sched_setscheduler", "sched_setparam", "setpriority"),
-          "signal": ("pidfd_send_signal",), "_signal": ("pidfd_send_signal",)}
+_STUBS = {"os": ("mknod", "mkfifo", "sched_setaffinity", "sched_setscheduler", "sched_setparam", "setpriority",
+                 "posix_openpt"),
+          "posix": ("mknod", "mkfifo", "sched_setaffinity", "sched_setscheduler", "sched_setparam", "setpriority",
+                    "posix_openpt"),
+          "signal": ("pidfd_send_signal",), "_signal": ("pidfd_send_signal",),
+          "sys": ("activate_stack_trampoline",)}
 _SHIMS = {"_posixsubprocess": ("fork_exec",)}
 """Blocked modules that standard modules import at their top (subprocess, hence asyncio): a shim
 stands in, whose functions are stubs."""

@@ -51,10 +51,12 @@ _INTROSPECTION_EVENTS = ("gc.get_objects", "gc.get_referrers", "gc.get_referents
                          "sqlite3.load_extension", "marshal.load")
 STUBBED_EVENTS = ("os.mknod", "os.mkfifo", "os.sched_setaffinity", "os.sched_setscheduler",
                   "os.sched_setparam", "os.setpriority", "signal.pidfd_send_signal", "os.unshare", "os.setns",
-                  "_posixsubprocess.fork_exec")
+                  "_posixsubprocess.fork_exec", "os.posix_openpt", "sys.activate_stack_trampoline")
 """Operations with no audit event of their own: `_child` replaces them with stubs that raise these
-(mknod/mkfifo create files anywhere; fork_exec starts a process; the others act on another
-process). os.unshare and os.setns (Python >= 3.12) have events of these names."""
+(mknod/mkfifo create files anywhere; posix_openpt, Python >= 3.13, opens /dev/ptmx;
+activate_stack_trampoline, Python >= 3.12, makes the interpreter write /tmp/perf-PID.map, which
+outlives the run; fork_exec starts a process; the others act on another process). os.unshare and
+os.setns (Python >= 3.12) have events of these names."""
 _BLOCKED_PREFIXES = ("socket.", "ctypes.", "syslog.")
 BLOCKED_MODULES = ("ctypes", "_ctypes", "cffi", "_cffi_backend", "_xxsubinterpreters", "_xxinterpchannels",
                    "_testcapi", "_testinternalcapi", "_testbuffer", "_testmultiphase", "_testclinic",

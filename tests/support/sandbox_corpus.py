@@ -241,6 +241,8 @@ stop = True
             "import os\nos.makedirs('a/b')\nfd = os.open('a/b', os.O_RDONLY)\nos.unlink('../../../../../../@OUTSIDE@/secret.txt', dir_fd=fd)"),
     Attempt("mknod outside", "file system", "import os, stat\nos.mknod('@OUTSIDE@/node', stat.S_IFREG | 0o644)"),
     Attempt("mkfifo outside", "file system", "import os\nos.mkfifo('@OUTSIDE@/fifo')"),
+    Attempt("a pseudo-terminal (os.posix_openpt, Python 3.13+)", "file system",
+            "import os\nfd = os.posix_openpt(os.O_RDWR | os.O_NOCTTY)\nprint('ESCAPED: /dev/ptmx opened', fd)"),
     Attempt("sqlite ATTACH outside", "file system",
             "import sqlite3\nc = sqlite3.connect(':memory:')\nc.execute(\"ATTACH '@OUTSIDE@/attached.db' AS x\")\n"
             "c.execute('CREATE TABLE x.t (a)')\nc.commit()"),
@@ -488,6 +490,8 @@ print("MEMORY", text)
             then="print(open('../next_to_run2').read())"),
     Attempt("/dev/shm", "persistence", "open('/dev/shm/llm_marl_escape_@TOKEN@', 'w').write('@TOKEN@')",
             then="print(open('/dev/shm/llm_marl_escape_@TOKEN@').read())"),
+    Attempt("a perf map in /tmp (sys.activate_stack_trampoline, Python 3.12+)", "persistence",
+            "import sys\nsys.activate_stack_trampoline('perf')\ndef left_@TOKEN@(): pass\nleft_@TOKEN@()"),
     Attempt("patched modules in memory", "persistence",
             "import json, os\njson.dumps = lambda *a, **k: '@TOKEN@'\nos.environ['T'] = '@TOKEN@'",
             then="import json, os\nprint(json.dumps(1), os.environ.get('T'))"),
@@ -543,7 +547,7 @@ class Outside:
         except OSError:
             xattrs = ()
         entries = tuple(sorted(p.name for p in self.directory.iterdir()))
-        in_tmp = tuple(sorted(p for p in os.listdir("/tmp") if p.startswith("llm_marl_escape_")))
+        in_tmp = tuple(sorted(p for p in os.listdir("/tmp") if p.startswith(("llm_marl_escape_", "perf-"))))
         in_shm = tuple(sorted(p for p in os.listdir("/dev/shm") if p.startswith("llm_marl_escape_"))) if os.path.isdir("/dev/shm") else ()
         return (self.secret.read_text(), stat.st_mode, stat.st_mtime_ns, xattrs, entries, in_tmp, in_shm)
 
