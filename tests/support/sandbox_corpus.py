@@ -419,6 +419,12 @@ for cls in subclasses():
     Attempt("_testcapi", "ctypes and memory", "import sys\nsys.modules.pop('_testcapi', None)\nimport _testcapi\nprint('ESCAPED')"),
     Attempt("subinterpreter", "ctypes and memory",
             "import sys\nsys.modules.pop('_xxsubinterpreters', None)\nimport _xxsubinterpreters\nprint('ESCAPED')"),
+    Attempt("subinterpreter (_interpreters, Python 3.13+)", "ctypes and memory",  # its create raises no audit event
+            "import sys\nsys.modules.pop('_interpreters', None)\nimport _interpreters\ni = _interpreters.create()\n"
+            "_interpreters.run_string(i, \"open('@OUTSIDE@/by_subinterpreter', 'w').write('x')\")\nprint('ESCAPED', i)"),
+    Attempt("the fork server's stack (_testexternalinspection, Python 3.13+)", "ctypes and memory",
+            "import os, sys\nsys.modules.pop('_testexternalinspection', None)\nimport _testexternalinspection\n"
+            "print('ESCAPED', _testexternalinspection.get_stack_trace(os.getppid()))"),
     Attempt("/proc/self/mem", "ctypes and memory", "f = open('/proc/self/mem', 'r+b')\nprint('ESCAPED')"),
     Attempt("mmap of /proc/self/mem", "ctypes and memory",
             "import mmap, os\nfd = os.open('/proc/self/mem', os.O_RDWR)\nmmap.mmap(fd, 4096)\nprint('ESCAPED')"),
