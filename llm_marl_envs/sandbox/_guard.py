@@ -43,7 +43,8 @@ from _protocol import BLOCKED_EXIT, MARK  # how the owner tells that the hook st
 
 _READ, _WRITE, _INSIDE, _LINK = 1, 2, 3, 4  # what a path argument needs
 _PROCESS_EVENTS = ("os.fork", "os.forkpty", "os.system", "os.exec", "os.spawn", "os.posix_spawn",
-                   "subprocess.Popen", "pty.spawn", "os.startfile")
+                   "subprocess.Popen", "pty.spawn", "os.startfile",
+                   "sys.remote_exec")  # Python >= 3.14: runs a script in another Python process
 _INTROSPECTION_EVENTS = ("gc.get_objects", "gc.get_referrers", "gc.get_referents", "sys.settrace",
                          "sys.setprofile", "sys._current_frames", "sys._current_exceptions",
                          "sys._settraceallthreads", "sys._setprofileallthreads",
@@ -62,12 +63,13 @@ BLOCKED_MODULES = ("ctypes", "_ctypes", "cffi", "_cffi_backend", "_xxsubinterpre
                    "_interpreters", "_interpqueues", "_interpchannels",
                    "_testcapi", "_testinternalcapi", "_testbuffer", "_testmultiphase", "_testclinic",
                    "_testimportmultiple", "_ctypes_test", "_xxtestfuzz", "_testsinglephase", "_testlimitedcapi",
-                   "_testclinic_limited", "_testexternalinspection", "_posixsubprocess",
+                   "_testclinic_limited", "_testexternalinspection", "_remote_debugging", "_posixsubprocess",
                    "readline", "_dbm", "_gdbm", "_curses", "_curses_panel", "_multiprocessing", "_posixshmem",
                    "_ssl", "_tkinter", "pwd", "grp", "spwd", "nis", "ossaudiodev")
 """Modules that give raw memory access or a second interpreter without this hook (audit hooks added
 by `sys.addaudithook` are each interpreter's own; on Python 3.13 `_interpreters.create` raises no
-audit event either), read other processes' memory (`_testexternalinspection`, 3.13), start
+audit event either), read other processes' memory (`_testexternalinspection`, 3.13, and
+`_remote_debugging`, 3.14, which this project has not run on), start
 processes without an audit event (_posixsubprocess), or open files, shared memory or the user
 database by name in C, where no audit event shows the path (dbm falls back to its pure-Python
 backend, multiprocessing and concurrent.futures' threads still import). CPython's own test modules

@@ -28,11 +28,14 @@ from ._precompile import owner_compiled
 from .limits import ExecResult, SandboxLimits
 
 _SUPERVISOR = str(Path(__file__).with_name("_supervisor.py"))
-_SERVER_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "LD_BIND_NOW": "1"}
+_SERVER_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "LD_BIND_NOW": "1",
+               "PYTHON_DISABLE_REMOTE_DEBUG": "1"}
 """The fork server's whole environment: programs must not see ours (API keys, tokens). LD_BIND_NOW:
 the dynamic linker resolves every C function once, when the server starts, instead of in every
 forked child at its first call (each a symbol lookup and a write to a page of the server's memory).
-A program's own environment is set by the server (`_child`)."""
+PYTHON_DISABLE_REMOTE_DEBUG: from Python 3.14 on, no other process can have the server or a
+program run code through `sys.remote_exec` (earlier versions ignore it). A program's own
+environment is set by the server (`_child`)."""
 _CORES = available_cpus()
 _CLOSED = "this Sandbox is closed; create a new one (or use default_sandbox())"
 _STARTUP_TIMEOUT_S = 60.0

@@ -425,6 +425,9 @@ for cls in subclasses():
     Attempt("the fork server's stack (_testexternalinspection, Python 3.13+)", "ctypes and memory",
             "import os, sys\nsys.modules.pop('_testexternalinspection', None)\nimport _testexternalinspection\n"
             "print('ESCAPED', _testexternalinspection.get_stack_trace(os.getppid()))"),
+    Attempt("the fork server's stack (_remote_debugging, Python 3.14+)", "ctypes and memory",
+            "import os, sys\nsys.modules.pop('_remote_debugging', None)\nimport _remote_debugging\n"
+            "print('ESCAPED', _remote_debugging.RemoteUnwinder(os.getppid()).get_stack_trace())"),
     Attempt("/proc/self/mem", "ctypes and memory", "f = open('/proc/self/mem', 'r+b')\nprint('ESCAPED')"),
     Attempt("mmap of /proc/self/mem", "ctypes and memory",
             "import mmap, os\nfd = os.open('/proc/self/mem', os.O_RDWR)\nmmap.mmap(fd, 4096)\nprint('ESCAPED')"),
