@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip install --disable-pip-version-check -q -c constraints.txt
 STAMP := $(VENV)/.installed
 
-.PHONY: install test test-vllm train demo bench clean
+.PHONY: install test test-vllm test-sandbox-pythons train demo bench clean
 
 $(STAMP): pyproject.toml constraints.txt Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -35,6 +35,23 @@ $(VLLM_VENV)/.installed: pyproject.toml constraints.txt Makefile
 test-vllm: $(VLLM_VENV)/.installed
 	VLLM_CPU_KVCACHE_SPACE=1 VLLM_ENABLE_V1_MULTIPROCESSING=0 $(VLLM_VENV)/bin/python -m pytest -m vllm tests/test_vllm_engine.py tests/test_vllm_engine_actor.py tests/test_training.py
 
+# The sandbox's tests on the newer Pythons the project supports, each one this machine has (on PATH
+# or in pyenv; one it lacks is named and passed over). What a Python version adds can be a way
+# around the audit hook, and the sandbox is standard library only: a small venv per version
+# (the environments' three dependencies and pytest, no torch) runs them from the source tree.
+SANDBOX_PYTHONS ?= 3.12 3.13
+test-sandbox-pythons:
+	@set -e; for v in $(SANDBOX_PYTHONS); do \
+	  py=; for c in $$(command -v python$$v) $$HOME/.pyenv/versions/$$v.*/bin/python$$v; do \
+	    if [ -z "$$py" ] && "$$c" -c pass 2>/dev/null; then py=$$c; fi; \
+	  done; \
+	  if [ -z "$$py" ]; then echo "test-sandbox-pythons: no python$$v on this machine, its sandbox tests not run"; continue; fi; \
+	  test -x .venv-py$$v/bin/python || $$py -m venv .venv-py$$v; \
+	  .venv-py$$v/bin/python -m pip install --disable-pip-version-check -q "numpy>=1.26" "gymnasium>=1.0" "pettingzoo==1.27.*" pytest pytest-timeout; \
+	  echo "test-sandbox-pythons: $$(.venv-py$$v/bin/python -V)"; \
+	  .venv-py$$v/bin/python -m pytest tests/test_sandbox.py tests/test_sandbox_escapes.py tests/test_sandbox_precompile.py; \
+	done
+
 # The main job: a small SFT warm start on oracle demonstrations, then AT-GRPO from it, with held-out
 # greedy evaluations before and after RL (settings in configs/; SFT_ARGS and TRAIN_ARGS add flags,
 # e.g. CI's shorter budget). The SFT run prints its run directory last, as JSON; RL starts from it.
@@ -51,4 +68,4 @@ bench: $(STAMP)
 	$(PY) benchmarks/throughput.py --n 200 --write benchmarks.md
 
 clean:
-	rm -rf $(VENV) $(VLLM_VENV) .pytest_cache build *.egg-info
+	rm -rf $(VENV) $(VLLM_VENV) .venv-py3.* .pytest_cache build *.egg-info
