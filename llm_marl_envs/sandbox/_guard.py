@@ -69,12 +69,12 @@ BLOCKED_MODULES = ("ctypes", "_ctypes", "cffi", "_cffi_backend", "_xxsubinterpre
 """Modules that give raw memory access or a second interpreter without this hook (audit hooks added
 by `sys.addaudithook` are each interpreter's own; on Python 3.13 `_interpreters.create` raises no
 audit event either), read other processes' memory (`_testexternalinspection`, 3.13, and
-`_remote_debugging`, 3.14, which this project has not run on), start
-processes without an audit event (_posixsubprocess), or open files, shared memory or the user
-database by name in C, where no audit event shows the path (dbm falls back to its pure-Python
-backend, multiprocessing and concurrent.futures' threads still import). CPython's own test modules
-are all here, the 3.12 and 3.13 ones included. None of them is ever loaded into the fork server:
-the import system re-creates a loaded extension module without an audit event."""
+`_remote_debugging`, 3.14, which this project has not run on), start processes without an audit
+event (_posixsubprocess), or open files, shared memory or the user database by name in C, where no
+audit event shows the path (dbm falls back to its pure-Python backend, multiprocessing and
+concurrent.futures' threads still import). CPython's own test modules are all here, the 3.12 and
+3.13 ones included. None of them is ever loaded into the fork server: the import system re-creates
+a loaded extension module without an audit event."""
 _WRITE_PATH_ARGS = {  # event -> (indexes of path arguments, indexes of dir_fd arguments)
     "os.mkdir": ((0,), (2,)), "os.rmdir": ((0,), (1,)), "os.remove": ((0,), (1,)),
     "os.rename": ((0, 1), (2, 3)), "os.link": ((0, 1), (2, 3)), "os.chmod": ((0,), (2,)),
