@@ -38,8 +38,10 @@ test-vllm: $(VLLM_VENV)/.installed
 # The sandbox's tests on the newer Pythons the project supports, each one this machine has (on PATH
 # or in pyenv; one it lacks is named and passed over). What a Python version adds can be a way
 # around the audit hook, and the sandbox is standard library only: a small venv per version
-# (the environments' three dependencies and pytest, no torch) runs them from the source tree.
+# (the environments' dependencies, read from pyproject.toml, and pytest; no torch) runs them from the
+# source tree.
 SANDBOX_PYTHONS ?= 3.12 3.13
+ENV_DEPS = $(shell $(PYTHON) -c 'import tomllib; deps = tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]; print(" ".join(repr(d) for d in deps if d.split("=")[0].split(">")[0] in ("numpy", "gymnasium", "pettingzoo")))')
 test-sandbox-pythons:
 	@set -e; for v in $(SANDBOX_PYTHONS); do \
 	  py=; for c in $$(command -v python$$v) $$HOME/.pyenv/versions/$$v.*/bin/python$$v; do \
@@ -47,7 +49,7 @@ test-sandbox-pythons:
 	  done; \
 	  if [ -z "$$py" ]; then echo "test-sandbox-pythons: no python$$v on this machine, its sandbox tests not run"; continue; fi; \
 	  test -x .venv-py$$v/bin/python || $$py -m venv .venv-py$$v; \
-	  .venv-py$$v/bin/python -m pip install --disable-pip-version-check -q "numpy>=1.26" "gymnasium>=1.0" "pettingzoo==1.27.*" pytest pytest-timeout; \
+	  .venv-py$$v/bin/python -m pip install --disable-pip-version-check -q $(ENV_DEPS) pytest pytest-timeout; \
 	  echo "test-sandbox-pythons: $$(.venv-py$$v/bin/python -V)"; \
 	  .venv-py$$v/bin/python -m pytest tests/test_sandbox.py tests/test_sandbox_escapes.py tests/test_sandbox_precompile.py; \
 	done
