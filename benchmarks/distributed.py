@@ -142,10 +142,9 @@ def main() -> None:
 
     import ray
 
-    from llm_marl.distributed.cluster import LOCAL_SYSTEM_CONFIG
+    from llm_marl.distributed.cluster import local_ray_kwargs
 
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, _system_config=LOCAL_SYSTEM_CONFIG,
-             runtime_env={"env_vars": {"PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}})
+    ray.init(**local_ray_kwargs(num_cpus=2), runtime_env={"env_vars": {"PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}})
     try:
         throughput = rollout_throughput(args.tasks, args.cpus_per_actor, args.max_new_tokens)
         publish = publication([float(x) for x in args.sizes_mb.split(",")], 2, args.cpus_per_actor)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import time
 from pathlib import Path
@@ -54,7 +55,7 @@ class RunDir:
         stamp = time.strftime("%Y%m%d-%H%M%S")
         run = cls(Path(root) / (name or f"{env}__{algo}__{seed}__{stamp}"))
         if run.path.exists() and any(run.path.iterdir()):
-            raise RunDirError(f"run directory {run.path} already exists; pass --resume {run.path} to continue it or choose another --run-name")
+            raise RunDirError(f"run directory {run.path} already exists; pass --resume {shlex.quote(str(run.path))} to continue it or choose another --run-name")
         try:
             for sub in ("trajectories", "checkpoints", "adapters"):
                 (run.path / sub).mkdir(parents=True, exist_ok=True)

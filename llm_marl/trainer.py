@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import shlex
 import shutil
 import time
 import warnings
@@ -475,7 +476,7 @@ def interrupted_message(run: RunDir, step: int, resume: str | None) -> str:
     where = f"the last checkpoint is {latest[1]} (step {latest[0]})" if latest else "no checkpoint was written yet"
     if not latest and not resume and not run.metrics():
         return f"interrupted during step {step}; nothing was trained yet, so {run.path} was removed"
-    return f"interrupted during step {step}; {where}; continue with: llm-marl train --resume {run.path}"
+    return f"interrupted during step {step}; {where}; continue with: llm-marl train --resume {shlex.quote(str(run.path))}"
 
 
 def held_out_eval(config: TrainConfig, engine: Any, policy: Any, path: Any, when: str, log: Any,

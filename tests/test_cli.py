@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -87,7 +88,8 @@ def test_make_train_runs_sft_then_rl_from_its_adapters(tmp_path):
     the tiny test model: CI runs it on the embedded model with a shorter budget."""
     assert "make train" in README
     venv = Path(sys.executable).parents[1]
-    tiny = f"--model tiny-random --out-dir {tmp_path}"
+    out_dir = shlex.quote(str(tmp_path)).replace("$", "$$")  # one shell word in a make variable, where $ is make's
+    tiny = f"--model tiny-random --out-dir {out_dir}"
     proc = subprocess.run(["make", "-s", "-o", f"{venv}/.installed", "train", f"VENV={venv}",
                            f"SFT_ARGS={tiny} --demos 2 --epochs 1 --heldout-demos 0",
                            f"TRAIN_ARGS={tiny} --steps 1 --envs-per-step 1 --eval-episodes 1 --max-new-tokens 8 --no-progress"],

@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import os
+import sys
 import zlib
 from functools import partial
 from pathlib import Path
@@ -20,7 +21,7 @@ import pytest
 import torch
 
 from llm_marl.distributed import ClusterConfig, ClusterError, merge_rollouts, shard_tasks
-from llm_marl.distributed.cluster import LOCAL_SYSTEM_CONFIG
+from llm_marl.distributed.cluster import local_ray_kwargs
 from llm_marl.distributed.pool import RayEnginePool
 from llm_marl.engines.base import GenerationRequest, SamplingParams
 from llm_marl.engines.scripted import ScriptedEngine
@@ -37,8 +38,7 @@ def local_ray():
     import sys
 
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # actors cannot import this test module by name
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, _system_config=LOCAL_SYSTEM_CONFIG,
-             runtime_env={"env_vars": {"PYTHONPATH": os.environ.get("PYTHONPATH", ""), "OMP_NUM_THREADS": "1"}})
+    ray.init(**local_ray_kwargs(num_cpus=2), runtime_env={"env_vars": {"PYTHONPATH": os.environ.get("PYTHONPATH", ""), "OMP_NUM_THREADS": "1"}})
     yield
     ray.shutdown()
 
@@ -344,6 +344,43 @@ def test_a_local_cluster_runs_its_actors_at_the_drivers_priority():
     assert done.returncode == 0, done.stderr[-2000:]
     driver, worker = done.stdout.split()
     assert worker == driver, f"a worker at nice {worker}, its driver at {driver}"
+
+
+LONG_TMPDIR = "per-job-scratch-folder-of-a-batch-system-" * 2  # 82 bytes: more than Ray's sockets leave room for
+
+
+def test_a_local_cluster_starts_where_tmpdir_is_too_long_for_rays_sockets(tmp_path):
+    """Ray puts its sessions under $TMPDIR on Linux; a long one made ray.init fail on a socket path
+    ("AF_UNIX path length cannot exceed 107 bytes"). The local instance then starts under /tmp/ray and says so."""
+    import subprocess
+    import sys
+
+    long_tmp = tmp_path / LONG_TMPDIR
+    long_tmp.mkdir()
+    probe = ("import ray\n"
+             "from llm_marl.distributed import ClusterConfig\n"
+             "from llm_marl.distributed.cluster import ClusterRun\n"
+             "with ClusterRun(ClusterConfig(), None, num_cpus=1):\n"
+             "    print(ray.get(ray.remote(num_cpus=0.1)(lambda: 'ran').remote()))\n")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300,
+                          env={k: v for k, v in os.environ.items() if k != "RAY_TMPDIR"} | {"TMPDIR": str(long_tmp)})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "Ray's sessions go under /tmp/ray: TMPDIR" in done.stdout and done.stdout.rstrip().endswith("ran")
+
+
+@pytest.mark.parametrize("long_one", ["TMPDIR", "RAY_TMPDIR"])
+def test_rays_temp_root_is_moved_or_refused_only_when_too_long(monkeypatch, long_one):
+    monkeypatch.delenv("RAY_TMPDIR", raising=False)
+    monkeypatch.setenv("TMPDIR", "/tmp")
+    assert "_temp_dir" not in local_ray_kwargs(log=pytest.fail)  # short: Ray's own choice
+    monkeypatch.setenv(long_one, "/tmp/" + LONG_TMPDIR)
+    if long_one == "RAY_TMPDIR":  # the user's explicit choice: not overridden
+        with pytest.raises(ClusterError, match="set RAY_TMPDIR to a shorter folder"):
+            local_ray_kwargs()
+    elif sys.platform.startswith("linux"):
+        said = []
+        assert local_ray_kwargs(num_cpus=1, log=said.append)["_temp_dir"] == "/tmp/ray"
+        assert len(said) == 1 and "set RAY_TMPDIR" in said[0]
 
 
 # ---------------------------------------------------------------------------- the README command

@@ -80,7 +80,7 @@ def test_a_killed_leaderboard_run_again_skips_finished_rows_and_resumes_training
     assert main(argv) == 0
     out = capsys.readouterr().out
     assert out.count("done before, reusing") == 2 + 4  # two warm starts, four finished rows
-    assert f"[seed 0: MAS + AT-GRPO, per-role policies, resuming] llm-marl train --resume {seed / cut}" in out
+    assert f"[seed 0: MAS + AT-GRPO, per-role policies, resuming] llm-marl train --resume {shlex.quote(str(seed / cut))}" in out
     assert "llm-marl sft" not in out and out.count("llm-marl train") == 1
     again = json.loads((tmp_path / "plan_path" / "leaderboard.json").read_text())
     assert [r["row"] for r in again] == [r["row"] for r in first]

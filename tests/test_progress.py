@@ -4,6 +4,7 @@ resume, and no empty run directory after a failed start."""
 from __future__ import annotations
 
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -61,4 +62,4 @@ def test_ctrl_c_says_where_the_checkpoint_is_and_how_to_resume(tmp_path):
     assert proc.returncode == 130, err
     last = err.strip().splitlines()[-1]
     assert last.startswith("llm-marl: interrupted during step") and "checkpoints/step_" in last
-    assert last.endswith(f"continue with: llm-marl train --resume {tmp_path / 'r'}") and "Traceback" not in err
+    assert last.endswith(f"continue with: llm-marl train --resume {shlex.quote(str(tmp_path / 'r'))}") and "Traceback" not in err

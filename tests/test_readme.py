@@ -167,7 +167,8 @@ MENTIONS = {"llm-marl eval", "llm-marl eval --engine api"}
 
 
 def _placeholders(command: str, run: Path) -> str:
-    return command.replace("runs/<run>", str(run)).replace("RUN_DIR", str(run))
+    """`command` with its run directory filled in, quoted for `shlex.split` (a path may hold spaces)."""
+    return command.replace("runs/<run>", shlex.quote(str(run))).replace("RUN_DIR", shlex.quote(str(run)))
 
 
 def _check_parses(command: str, run: Path) -> None:

@@ -30,7 +30,7 @@ def runs(tmp_path_factory):
 def test_readme_report_command_writes_a_self_contained_page(runs, capsys):
     run = runs[1]
     command = re.search(r"`(llm-marl report runs/<run>)`", README).group(1)
-    assert main(shlex.split(command.replace("runs/<run>", str(run)))[1:]) == 0
+    assert main(shlex.split(command.replace("runs/<run>", shlex.quote(str(run))))[1:]) == 0
     page = (run / "report.html").read_text()
     assert capsys.readouterr().out.strip() == str(run / "report.html")
     assert "<script" not in page and not re.search(r"(src|href)=", page), "the page must load nothing"

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 
 import pytest
 
 from llm_marl.config import ModelConfig, OptimConfig, RunConfig, SamplingConfig, add_arguments, from_args
 from llm_marl.runs import RunDir
+from llm_marl.trainer import interrupted_message
 
 
 def test_run_dir_layout_metrics_and_checkpoints(tmp_path):
@@ -43,6 +45,20 @@ def test_existing_run_dir_is_not_overwritten(tmp_path):
         RunDir.create(tmp_path, "e", "a", 0, name="x")
     with pytest.raises(ValueError, match="not a run directory"):
         RunDir.open(tmp_path / "missing")
+
+
+def test_the_resume_commands_a_run_names_take_any_path_as_one_argument(tmp_path):
+    """What a message tells a user to run works when pasted into a shell, with spaces and quotes in the path."""
+    root = tmp_path / "my runs" / "it's here"
+    run = RunDir.create(root, "e", "a", 0, name="x")
+    run.save_config({})
+    run.log_metrics(1, {"reward": 0.0})
+    with pytest.raises(ValueError) as refused:
+        RunDir.create(root, "e", "a", 0, name="x")
+    said = str(refused.value).split("pass ", 1)[1].split(" to continue")[0]
+    interrupted = interrupted_message(run, 2, None).split("continue with: ", 1)[1]
+    for command in (said, interrupted):
+        assert shlex.split(command)[-2:] == ["--resume", str(run.path)], command
 
 
 def parser():

@@ -15,7 +15,7 @@ import torch  # noqa: E402
 
 from llm_marl.distributed import ClusterConfig  # noqa: E402
 from llm_marl.distributed.actors import EngineSpec  # noqa: E402
-from llm_marl.distributed.cluster import ClusterRun  # noqa: E402
+from llm_marl.distributed.cluster import ClusterRun, local_ray_kwargs  # noqa: E402
 from llm_marl.engines import GenerationRequest, SamplingParams  # noqa: E402
 from llm_marl.engines.hf import HFEngine  # noqa: E402
 from llm_marl.policies import LoRAConfig, PolicySet  # noqa: E402
@@ -26,7 +26,7 @@ pytestmark = [pytest.mark.vllm, pytest.mark.distributed, pytest.mark.timeout(600
 
 def test_vllm_engine_actor_serves_published_adapters_under_new_ids():
     env = {k: os.environ[k] for k in ("PYTHONPATH", "VLLM_CPU_KVCACHE_SPACE", "VLLM_ENABLE_V1_MULTIPROCESSING") if k in os.environ}
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, runtime_env={"env_vars": env})
+    ray.init(**local_ray_kwargs(num_cpus=2), runtime_env={"env_vars": env})
     try:
         lora = LoRAConfig(r=8, alpha=16)
         policy = PolicySet.from_pretrained("tiny-random", roles=["tool", "planner"], policy="per-role", lora=lora)

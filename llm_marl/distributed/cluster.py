@@ -19,6 +19,8 @@ most `remote_timeout_s`.
 from __future__ import annotations
 
 import dataclasses
+import os
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -35,6 +37,33 @@ LOCAL_SYSTEM_CONFIG = {"worker_niceness": 0}
 """Ray's settings for the local instance a run starts: its workers (the actors) at the driver's
 priority. Ray's default, nice 15, puts them behind every other process on the machine, where a
 local cluster's actors are this run's own work."""
+
+RAY_SOCKET_TAIL = len("/ray/session_2026-11-28_15-49-23_753385_4194304/sockets/plasma_store")
+"""What Ray adds to its temp root for its longest socket path: a session folder (date, time to the
+microsecond, a pid of up to 7 digits) and the object store's socket."""
+
+
+def local_ray_kwargs(num_cpus: int | None = None, log: Callable[[str], None] = print) -> dict[str, Any]:
+    """`ray.init`'s arguments for the local instance a run starts (no dashboard, workers at the driver's
+    priority), with its temp root moved where Ray's own would make socket paths too long.
+
+    Ray puts its sessions under $RAY_TMPDIR, else (on Linux) $TMPDIR, else /tmp, and a Unix socket path
+    has at most 107 bytes (103 on macOS): a TMPDIR longer than 39 bytes (a batch system's per-job folder)
+    makes `ray.init` fail on its first socket. Ray's sessions then go under /tmp/ray, where Ray puts them
+    without TMPDIR (TMPDIR still serves the rest of the run). A RAY_TMPDIR that long is an error naming the fix."""
+    kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "_system_config": LOCAL_SYSTEM_CONFIG}
+    if num_cpus is not None:
+        kwargs["num_cpus"] = num_cpus
+    limit = (103 if sys.platform == "darwin" else 107) - RAY_SOCKET_TAIL
+    if len(os.fsencode(os.environ.get("RAY_TMPDIR", ""))) > limit:
+        raise ClusterError(f"RAY_TMPDIR={os.environ['RAY_TMPDIR']} is too long for Ray's socket paths (at most {limit} "
+                           "bytes leave room for its session folders); set RAY_TMPDIR to a shorter folder, such as /tmp")
+    tmpdir = os.environ.get("TMPDIR", "")
+    if "RAY_TMPDIR" not in os.environ and sys.platform.startswith("linux") and len(os.fsencode(tmpdir)) > limit:
+        kwargs["_temp_dir"] = "/tmp/ray"
+        log(f"cluster: Ray's sessions go under /tmp/ray: TMPDIR ({tmpdir}) is too long for its socket paths "
+            f"(at most {limit} bytes); set RAY_TMPDIR to choose another folder")
+    return kwargs
 
 
 class ClusterRun:
@@ -69,13 +98,10 @@ class ClusterRun:
         ray = require_ray()
         cfg = self.config
         if not ray.is_initialized():
-            kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
             if cfg.ray_address:
-                kwargs["address"] = cfg.ray_address
+                kwargs: dict[str, Any] = {"address": cfg.ray_address, "include_dashboard": False, "log_to_driver": False}
             else:
-                kwargs["_system_config"] = LOCAL_SYSTEM_CONFIG
-                if self.num_cpus is not None:
-                    kwargs["num_cpus"] = self.num_cpus
+                kwargs = local_ray_kwargs(self.num_cpus, self.log)
             try:
                 ray.init(**kwargs)
             except ConnectionError as exc:

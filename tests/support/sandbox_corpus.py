@@ -562,7 +562,8 @@ class Outside:
 
 
 def start_outside() -> Outside:
-    directory = Path(tempfile.mkdtemp(prefix="llm_marl_outside_"))
+    # In /tmp, not $TMPDIR: the listening socket's path must fit AF_UNIX's 107 bytes.
+    directory = Path(tempfile.mkdtemp(prefix="llm_marl_outside_", dir="/tmp"))
     directory.chmod(0o755)
     token = "tok" + secrets.token_hex(8)
     secret = directory / "secret.txt"
