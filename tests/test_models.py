@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from llm_marl.models import ModelNotFoundError, load_model_and_tokenizer, resolve_model, tiny_random
-from llm_marl.models.cache import cached_build
+from llm_marl.models.cache import CacheError, cached_build
 
 TEXTS = [
     "Hello world!  How are you?\n\n  x",
@@ -103,6 +103,15 @@ def test_failed_build_leaves_nothing_behind(tmp_path, monkeypatch):
     with pytest.raises(RuntimeError):
         cached_build("broken", build)
     assert [p.name for p in (tmp_path / "models").iterdir() if not p.name.endswith(".lock")] == []
+
+
+def test_a_cache_folder_without_write_permission_names_the_fix(tmp_path, monkeypatch):
+    """A read-only home: the folder exists, but no build can be written there (as root every folder is writable,
+    so the permission check is made to answer as it does for another user)."""
+    monkeypatch.setenv("LLM_MARL_CACHE", str(tmp_path))
+    monkeypatch.setattr("llm_marl.models.cache.os.access", lambda path, mode: False)
+    with pytest.raises(CacheError, match=r"cannot write the model cache at .* \(not writable\); set LLM_MARL_CACHE"):
+        cached_build("thing", lambda folder: None)
 
 
 def test_hub_id_missing_from_local_cache_fails_fast_with_the_fix(tmp_path, monkeypatch):

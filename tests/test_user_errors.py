@@ -290,6 +290,16 @@ def test_device_cuda_without_a_gpu(capsys, no_model_loads, command):
 
 
 @pytest.mark.parametrize("command", ["train", "sft", "eval"])
+def test_a_model_cache_that_cannot_be_written(capsys, tmp_path, monkeypatch, command):
+    """LLM_MARL_CACHE (or ~/.cache, in a read-only home) where no folder can be made: the built-in model's cache."""
+    (tmp_path / "a-file").write_text("")
+    monkeypatch.setenv("LLM_MARL_CACHE", str(tmp_path / "a-file" / "cache"))
+    one_line_error(capsys, [command, "--env", "plan_path", "--model", "tiny-random"],
+                   f"cannot write the model cache at {tmp_path / 'a-file' / 'cache' / 'models'} (Not a directory)",
+                   "set LLM_MARL_CACHE to a writable folder")
+
+
+@pytest.mark.parametrize("command", ["train", "sft", "eval"])
 def test_device_that_is_no_device(capsys, no_model_loads, command):
     one_line_error(capsys, [command, "--env", "plan_path", "--device", "gpu0", "--model", "tiny-random"],
                    "--device must be auto, cpu, cuda or cuda:N, got 'gpu0'")

@@ -23,14 +23,31 @@ except ImportError:  # pragma: no cover - non-POSIX: the atomic rename alone sti
 CACHE_ENV = "LLM_MARL_CACHE"
 
 
+class CacheError(ValueError):
+    """The cache folder cannot be made or written; the message names the fix."""
+
+
 def cache_root() -> Path:
     """`$LLM_MARL_CACHE`, else `~/.cache/llm-marl`."""
     return Path(os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "llm-marl").expanduser()
 
 
+def _writable_folder(path: Path) -> Path:
+    """`path`, made if missing, or a `CacheError` naming the fix (a read-only home, a mistyped variable)."""
+    why = None
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        why = exc.strerror or type(exc).__name__
+    if why is None and not os.access(path, os.W_OK | os.X_OK):
+        why = "not writable"
+    if why is not None:
+        raise CacheError(f"cannot write the model cache at {path} ({why}); set {CACHE_ENV} to a writable folder")
+    return path
+
+
 @contextlib.contextmanager
 def _file_lock(path: Path) -> Iterator[None]:
-    path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a") as handle:
         if fcntl is not None:
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
@@ -46,7 +63,7 @@ def cached_build(key: str, build: Callable[[Path], None]) -> Path:
     final = cache_root() / "models" / key
     if final.is_dir():
         return final
-    with _file_lock(final.parent / f".{key}.lock"):
+    with _file_lock(_writable_folder(final.parent) / f".{key}.lock"):
         if final.is_dir():  # another process built it while we waited
             return final
         tmp = Path(tempfile.mkdtemp(prefix=f".{key}.tmp-", dir=final.parent))
