@@ -113,7 +113,7 @@ class RunConfig:
     envs_per_step: int = opt(1, "environment instances (tasks) sampled per step")
     seed: int = opt(0, "run seed: instances, sampling and initialisation derive from it")
     out_dir: str = opt("runs", "root folder of run directories")
-    run_name: str = opt("", "run directory name (default <env>__<algo>__<seed>__<time>)")
+    run_name: str = opt("", "run directory name (default <env>__<algo>__<seed>__<time>, then -2, -3, ... where runs start in the same second)")
     checkpoint_every: int = opt(1, "write a checkpoint every N steps (and at the end)")
     eval_episodes: int = opt(0, "held-out episodes (test split, greedy) evaluated before the first step and after the last; 0 = none")
     threads: int = opt(0, "torch CPU threads for sampling and updates; 0 = one per available CPU (the CLI also makes idle OpenMP threads sleep, so a busy machine slows a run down gracefully)")

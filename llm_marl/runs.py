@@ -52,16 +52,31 @@ class RunDir:
     # ------------------------------------------------------------------ creation
     @classmethod
     def create(cls, root: str | Path, env: str, algo: str, seed: int, name: str | None = None) -> RunDir:
-        stamp = time.strftime("%Y%m%d-%H%M%S")
-        run = cls(Path(root) / (name or f"{env}__{algo}__{seed}__{stamp}"))
-        if run.path.exists() and any(run.path.iterdir()):
-            raise RunDirError(f"run directory {run.path} already exists; pass --resume {shlex.quote(str(run.path))} to continue it or choose another --run-name")
+        """A new run directory under `root`: `name`, else `<env>__<algo>__<seed>__<time>`, with `-2`, `-3`, ...
+        added when another run took that name (runs of a sweep started in the same second). One process
+        claims a folder by making its `trajectories/` (`mkdir` fails for every other), so two runs never share one."""
+        base = Path(root) / (name or f"{env}__{algo}__{seed}__{time.strftime('%Y%m%d-%H%M%S')}")
+        for n in range(1, 1000):
+            run = cls(base if n == 1 else base.with_name(f"{base.name}-{n}"))
+            try:
+                run.path.mkdir(parents=True, exist_ok=True)
+                if not any(run.path.iterdir()) and run._claim():
+                    return run
+            except OSError as exc:
+                raise RunDirError(f"cannot create the run directory {run.path} ({exc.strerror or exc}): pass a writable --out-dir") from None
+            if name:
+                break
+        raise RunDirError(f"run directory {run.path} already exists; pass --resume {shlex.quote(str(run.path))} to continue it or choose another --run-name")
+
+    def _claim(self) -> bool:
+        """Make the run's folders; False where another process made `trajectories/` first."""
         try:
-            for sub in ("trajectories", "checkpoints", "adapters"):
-                (run.path / sub).mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise RunDirError(f"cannot create the run directory {run.path} ({exc.strerror or exc}): pass a writable --out-dir") from None
-        return run
+            (self.path / "trajectories").mkdir()
+        except FileExistsError:
+            return False
+        for sub in ("checkpoints", "adapters"):
+            (self.path / sub).mkdir(exist_ok=True)
+        return True
 
     @staticmethod
     def check_root(root: str | Path) -> None:

@@ -52,7 +52,7 @@ class SFTConfig:
     max_length: int = opt(4096, "longest example (prompt + reply), in tokens; longer ones are skipped and counted")
     seed: int = opt(0, "seed of the example order")
     out_dir: str = opt("runs", "root folder of run directories")
-    run_name: str = opt("", "run directory name (default <env>__sft__<seed>__<time>)")
+    run_name: str = opt("", "run directory name (default <env>__sft__<seed>__<time>, then -2, -3, ... where runs start in the same second)")
     threads: int = opt(0, "torch CPU threads; 0 = one per available CPU")
 
     def __post_init__(self) -> None:

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import argparse
 import shlex
+import threading
+import time
+from pathlib import Path
 
 import pytest
 
@@ -45,6 +48,49 @@ def test_existing_run_dir_is_not_overwritten(tmp_path):
         RunDir.create(tmp_path, "e", "a", 0, name="x")
     with pytest.raises(ValueError, match="not a run directory"):
         RunDir.open(tmp_path / "missing")
+
+
+def _create_at_once(monkeypatch, count: int, **kwargs) -> list:
+    """`RunDir.create` from `count` threads released together, each one's look at a folder's contents slowed
+    so that all look before any makes a folder (the race of separate processes): each one's run, or its error."""
+    barrier, out, iterdir = threading.Barrier(count), [], Path.iterdir
+
+    def slow_iterdir(path):
+        entries = list(iterdir(path))
+        time.sleep(0.1)
+        return iter(entries)
+
+    monkeypatch.setattr(Path, "iterdir", slow_iterdir)
+
+    def one():
+        barrier.wait()
+        try:
+            out.append(RunDir.create(**kwargs))
+        except ValueError as exc:
+            out.append(exc)
+
+    threads = [threading.Thread(target=one) for _ in range(count)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return out
+
+
+def test_runs_started_in_the_same_second_get_their_own_directories(tmp_path, monkeypatch):
+    """A sweep started in a loop (`for lr in ...; do llm-marl train --lr $lr & done`): before, the second run
+    of a second failed with 'already exists', or two shared one directory when they checked at once."""
+    monkeypatch.setattr("llm_marl.runs.time.strftime", lambda fmt: "20261128-162300")
+    runs = _create_at_once(monkeypatch, 6, root=tmp_path, env="e", algo="a", seed=0)
+    base = "e__a__0__20261128-162300"
+    assert sorted(r.path.name for r in runs) == sorted([base] + [f"{base}-{n}" for n in range(2, 7)])
+    assert all((r.path / sub).is_dir() for r in runs for sub in ("trajectories", "checkpoints", "adapters"))
+
+
+def test_a_run_name_given_twice_at_once_goes_to_one_run(tmp_path, monkeypatch):
+    out = _create_at_once(monkeypatch, 4, root=tmp_path, env="e", algo="a", seed=0, name="mine")
+    assert [type(r).__name__ for r in out].count("RunDir") == 1
+    assert all("already exists" in str(r) for r in out if not isinstance(r, RunDir))
 
 
 def test_the_resume_commands_a_run_names_take_any_path_as_one_argument(tmp_path):
