@@ -7,6 +7,7 @@
         checkpoints/step_000004/         adapters + optimiser/scheduler/RNG state (written atomically)
         checkpoints/LATEST               name of the newest complete checkpoint
         adapters/                        the final adapters (PEFT format)
+        .lock                            held (flock) by the process training the run: one at a time
 
 A checkpoint is written into a temporary folder and renamed into place, and LATEST is replaced
 atomically after it, so a run killed at any instant resumes from a complete checkpoint. LATEST is only
@@ -20,14 +21,20 @@ touches a newer one. A damaged run directory ends in one line naming the file an
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shlex
 import shutil
 import time
 from pathlib import Path
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - non-POSIX: runs are not guarded against a second process
+    fcntl = None  # type: ignore[assignment]
 
 T = TypeVar("T")
 
@@ -77,6 +84,20 @@ class RunDir:
         for sub in ("checkpoints", "adapters"):
             (self.path / sub).mkdir(exist_ok=True)
         return True
+
+    @contextlib.contextmanager
+    def held(self) -> Iterator[None]:
+        """The run, taken for this process while the block runs (an `flock` on `.lock`, which the kernel also
+        drops when the process dies): another process training into it, such as a `--resume` started while
+        the run still goes on, gets a `RunDirError` instead of mixing its steps and checkpoints into this run's."""
+        with open(self.path / ".lock", "a") as handle:
+            try:
+                if fcntl is not None:
+                    fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise RunDirError(f"{self.path} is in use by another llm-marl process (the run, or a resume of it, is "
+                                  "still going on); wait for it to end or stop it, then resume") from None
+            yield
 
     @staticmethod
     def check_root(root: str | Path) -> None:

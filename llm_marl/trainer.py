@@ -20,6 +20,7 @@ Deviations (numbered, as the algorithms' own are):
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import math
@@ -275,6 +276,11 @@ def train(config: TrainConfig, resume: str | None = None, log: Any = print,
     `engine_factory(policy)` replaces the configured engine (a custom backend, or a scripted engine in
     tests); the trainer then recomputes the old log-probs with its own model.
     """
+    with contextlib.ExitStack() as hold:  # the run's lock, let go when training returns or fails
+        return _train(config, resume, log, engine_factory, hold)
+
+
+def _train(config: TrainConfig, resume: str | None, log: Any, engine_factory: Any, hold: contextlib.ExitStack) -> RunDir:
     from llm_marl.models import resolve_device
     from llm_marl.policies import LoRAConfig, PolicySet, set_deterministic
     from llm_marl.threads import set_threads
@@ -291,16 +297,18 @@ def train(config: TrainConfig, resume: str | None = None, log: Any = print,
         set_deterministic(True, run_cfg.seed)
     torch.manual_seed(run_cfg.seed)
 
+    if resume:
+        run = RunDir.open(resume)
+        hold.enter_context(run.held())  # before the model loads: a run that another process still trains is refused at once
     lora = LoRAConfig(r=config.model.lora_r, alpha=config.model.lora_alpha, dropout=config.model.lora_dropout)
     policy = PolicySet.from_pretrained(config.model.model, roles=roles, policy=config.model.policy, lora=lora, seed=run_cfg.seed,
                                        device=resolve_device(config.model.device))
     if config.model.init_adapters:
         sources = policy.init_from(config.model.init_adapters)  # before the run directory exists: a bad path leaves nothing behind
         log(f"adapters start from {config.model.init_adapters}: " + ", ".join(f"{a} <- {s}" for a, s in sources.items()))
-    if resume:
-        run = RunDir.open(resume)
-    else:
+    if not resume:
         run = RunDir.create(run_cfg.out_dir, run_cfg.env, algorithm.id, run_cfg.seed, name=run_cfg.run_name or None)
+        hold.enter_context(run.held())
         run.save_config(config.to_dict())
     optimizers = {a: torch.optim.AdamW(policy.trainable_parameters(a), lr=config.optim.lr, weight_decay=config.optim.weight_decay)
                   for a in policy.adapters}

@@ -342,7 +342,7 @@ def test_run_directory_holds_what_the_readme_lists(run_dir):
     """The files and folders the README names for a run (quick start and "What a run reports") are
     what the first training line writes, and it writes nothing the README does not name."""
     text = _section("## Quick start") + _section("### What a run reports")
-    named = set(re.findall(r"`(\w+\.(?:json|jsonl|png)|\w+/)`", text))
+    named = set(re.findall(r"`(\w*\.(?:json|jsonl|png|lock)|\w+/)`", text))
     assert {"config.json", "metrics.jsonl", "summary.json", "learning_curve.png", "trajectories/"} <= named
     written = {p.name + ("/" if p.is_dir() else "") for p in run_dir.iterdir()}
     events = {n for n in written if n.startswith("events.out.tfevents.")}  # the TensorBoard event files

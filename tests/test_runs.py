@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import shlex
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -91,6 +93,50 @@ def test_a_run_name_given_twice_at_once_goes_to_one_run(tmp_path, monkeypatch):
     out = _create_at_once(monkeypatch, 4, root=tmp_path, env="e", algo="a", seed=0, name="mine")
     assert [type(r).__name__ for r in out].count("RunDir") == 1
     assert all("already exists" in str(r) for r in out if not isinstance(r, RunDir))
+
+
+def test_a_run_is_held_by_one_process_until_it_exits(tmp_path):
+    """A resume started while the run (or another resume of it) still goes on is refused; once that process
+    has ended, however it ended, the run can be resumed."""
+    run = RunDir.create(tmp_path, "e", "a", 0)
+    holder = subprocess.Popen([sys.executable, "-c", f"from llm_marl.runs import RunDir\nwith RunDir({str(run.path)!r}).held():\n"
+                               "    print('held', flush=True)\n    import time\n    time.sleep(60)"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(ValueError, match="in use by another llm-marl process"):
+            with RunDir(run.path).held():
+                pass
+    finally:
+        holder.kill()
+        holder.wait()
+    with RunDir(run.path).held():  # the kernel let go of the killed process's lock
+        pass
+
+
+def test_resume_of_a_run_in_use_is_one_error_line(tmp_path, capsys):
+    from llm_marl.cli import main
+
+    argv = ["train", "--model", "tiny-random", "--steps", "1", "--eval-episodes", "0", "--max-new-tokens", "8",
+            "--no-progress", "--out-dir", str(tmp_path), "--run-name", "r"]
+    assert main(argv) == 0
+    capsys.readouterr()
+    with RunDir(tmp_path / "r").held():  # as the run's own process holds it while it trains
+        assert main(["train", "--resume", str(tmp_path / "r"), "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("llm-marl: error: ") and "in use by another llm-marl process" in err and "Traceback" not in err
+    assert main(["train", "--resume", str(tmp_path / "r"), "--steps", "2", "--no-progress"]) == 0  # let go: it resumes
+
+
+def test_a_run_trained_from_python_can_be_resumed_by_the_same_process(tmp_path):
+    """`train` lets go of its run when it returns, so a script or notebook can resume what it trained."""
+    from llm_marl.config import ModelConfig, RunConfig, SamplingConfig
+    from llm_marl.trainer import TrainConfig, train
+
+    config = TrainConfig(model=ModelConfig(model="tiny-random", lora_r=4, lora_alpha=8), sampling=SamplingConfig(max_new_tokens=8),
+                         run=RunConfig(env="plan_path", steps=1, eval_episodes=0, out_dir=str(tmp_path), progress=False))
+    run = train(config, log=lambda *_: None)
+    config.run.steps = 2
+    assert len(train(config, resume=str(run.path), log=lambda *_: None).metrics()) == 2
 
 
 def test_the_resume_commands_a_run_names_take_any_path_as_one_argument(tmp_path):
