@@ -353,7 +353,6 @@ def test_a_local_cluster_starts_where_tmpdir_is_too_long_for_rays_sockets(tmp_pa
     """Ray puts its sessions under $TMPDIR on Linux; a long one made ray.init fail on a socket path
     ("AF_UNIX path length cannot exceed 107 bytes"). The local instance then starts under /tmp/ray and says so."""
     import subprocess
-    import sys
 
     long_tmp = tmp_path / LONG_TMPDIR
     long_tmp.mkdir()
