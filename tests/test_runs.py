@@ -1,4 +1,4 @@
-"""Run directories and config flags (no model involved)."""
+"""Run directories and config flags (a model, the tiny test one, only where a run trains)."""
 
 from __future__ import annotations
 
