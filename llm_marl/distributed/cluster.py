@@ -38,6 +38,9 @@ LOCAL_SYSTEM_CONFIG = {"worker_niceness": 0}
 priority. Ray's default, nice 15, puts them behind every other process on the machine, where a
 local cluster's actors are this run's own work."""
 
+RAY_INIT = {"include_dashboard": False, "log_to_driver": False}
+"""`ray.init`'s settings for every run, local or joining a cluster."""
+
 RAY_SOCKET_TAIL = len("/ray/session_2026-11-28_15-49-23_753385_4194304/sockets/plasma_store")
 """What Ray adds to its temp root for its longest socket path: a session folder (date, time to the
 microsecond, a pid of up to 7 digits) and the object store's socket."""
@@ -51,7 +54,7 @@ def local_ray_kwargs(num_cpus: int | None = None, log: Callable[[str], None] = p
     has at most 107 bytes (103 on macOS): a TMPDIR longer than 39 bytes (a batch system's per-job folder)
     makes `ray.init` fail on its first socket. Ray's sessions then go under /tmp/ray, where Ray puts them
     without TMPDIR (TMPDIR still serves the rest of the run). A RAY_TMPDIR that long is an error naming the fix."""
-    kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "_system_config": LOCAL_SYSTEM_CONFIG}
+    kwargs: dict[str, Any] = {**RAY_INIT, "_system_config": LOCAL_SYSTEM_CONFIG}
     if num_cpus is not None:
         kwargs["num_cpus"] = num_cpus
     limit = (103 if sys.platform == "darwin" else 107) - RAY_SOCKET_TAIL
@@ -99,7 +102,7 @@ class ClusterRun:
         cfg = self.config
         if not ray.is_initialized():
             if cfg.ray_address:
-                kwargs: dict[str, Any] = {"address": cfg.ray_address, "include_dashboard": False, "log_to_driver": False}
+                kwargs: dict[str, Any] = {**RAY_INIT, "address": cfg.ray_address}
             else:
                 kwargs = local_ray_kwargs(self.num_cpus, self.log)
             try:

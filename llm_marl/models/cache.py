@@ -34,14 +34,12 @@ def cache_root() -> Path:
 
 def _writable_folder(path: Path) -> Path:
     """`path`, made if missing, or a `CacheError` naming the fix (a read-only home, a mistyped variable)."""
-    why = None
     try:
         path.mkdir(parents=True, exist_ok=True)
+        why = None if os.access(path, os.W_OK | os.X_OK) else "not writable"
     except OSError as exc:
         why = exc.strerror or type(exc).__name__
-    if why is None and not os.access(path, os.W_OK | os.X_OK):
-        why = "not writable"
-    if why is not None:
+    if why:
         raise CacheError(f"cannot write the model cache at {path} ({why}); set {CACHE_ENV} to a writable folder")
     return path
 
