@@ -32,6 +32,10 @@ _ADAPTER_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
 MANIFEST = "policy_set.json"
 
 
+class AdapterFolderError(ValueError):
+    """A folder of saved adapters (--init-adapters, --adapters) that cannot be used; the message names the fix."""
+
+
 @dataclass(frozen=True)
 class LoRAConfig:
     """LoRA hyper-parameters shared by every adapter of a policy set."""
@@ -93,6 +97,54 @@ def parse_policy(spec: str, roles: Sequence[str] | None = None) -> dict[str, str
         if not _ADAPTER_NAME.match(adapter):
             raise ValueError(f"adapter name {adapter!r} must be letters, digits, '_' or '-' (PEFT module keys cannot hold '.')")
     return sigma
+
+
+def warm_start_sources(directory: str | Path, sigma: Mapping[str, str], lora: LoRAConfig, model_path: str | None = None,
+                       adapters: Sequence[str] | None = None) -> tuple[Path, dict[str, str]]:
+    """Where `PolicySet.init_from` starts each adapter: (the saved set's folder, {adapter: saved adapter}).
+
+    `directory` is a run directory or its adapters folder; `adapters` default to σ's values. It reads
+    only the saved manifest, so `train` refuses a bad --init-adapters before the model loads. Raises
+    AdapterFolderError naming the fix when the folder holds no saved set, when a role has no saved adapter,
+    when m's roles were trained as different adapters, or when the LoRA shape or the base model differ.
+    """
+    directory = Path(directory)
+    if (directory / "adapters" / MANIFEST).is_file():  # a run directory
+        directory = directory / "adapters"
+    manifest_path = directory / MANIFEST
+    if not manifest_path.is_file():
+        raise AdapterFolderError(f"--init-adapters {directory}: no {MANIFEST} there; pass a run directory or its adapters folder "
+                                 "(written by `llm-marl sft` or `llm-marl train`)")
+    try:
+        saved = json.loads(manifest_path.read_text())
+        saved_lora = LoRAConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in saved["lora"].items()})
+        saved_sigma, saved_default = dict(saved["sigma"]), saved.get("default_adapter")
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise AdapterFolderError(f"--init-adapters {manifest_path} is damaged ({type(exc).__name__}: {exc}); pass a checkpoint's "
+                                 "adapters folder (RUN_DIR/checkpoints/step_N/adapters) instead") from None
+    if (saved_lora.r, saved_lora.alpha, set(saved_lora.target_modules)) != (lora.r, lora.alpha, set(lora.target_modules)):
+        raise AdapterFolderError(f"--init-adapters {directory} holds LoRA r={saved_lora.r}, alpha={saved_lora.alpha} on "
+                                 f"{list(saved_lora.target_modules)}; this run has r={lora.r}, alpha={lora.alpha}: "
+                                 f"pass --lora-r {saved_lora.r} --lora-alpha {saved_lora.alpha}")
+    base = saved.get("base_model")
+    if base and model_path and Path(base).resolve() != Path(model_path).resolve():
+        raise AdapterFolderError(f"--init-adapters {directory} were trained on {base}, this run loads {model_path}: "
+                                 "pass the same --model")
+    sources: dict[str, str] = {}
+    for adapter in adapters if adapters is not None else dict.fromkeys(sigma.values()):
+        roles = [r for r, a in sigma.items() if a == adapter] or list(saved_sigma) or ["*"]
+        found = {saved_sigma.get(r, saved_default) for r in roles}
+        if None in found:
+            raise AdapterFolderError(f"--init-adapters {directory} has no adapter for role(s) "
+                                     f"{[r for r in roles if saved_sigma.get(r, saved_default) is None]} (saved σ {saved_sigma})")
+        if len(found) > 1:
+            raise AdapterFolderError(f"adapter {adapter!r} serves roles {roles}, which {directory} trained as different adapters "
+                                     f"{sorted(found)}: pass the --policy the adapters were trained with ({saved_sigma})")
+        sources[adapter] = found.pop()
+        if not (directory / sources[adapter] / "adapter_model.safetensors").is_file():
+            raise AdapterFolderError(f"--init-adapters {directory} lists adapter {sources[adapter]!r} but has no "
+                                     f"{sources[adapter]}/adapter_model.safetensors: pass a checkpoint's adapters folder instead")
+    return directory, sources
 
 
 def set_deterministic(enabled: bool = True, seed: int | None = None) -> None:
@@ -353,8 +405,6 @@ class PolicySet:
     def load(self, directory: str | Path) -> None:
         """Load every adapter saved by `save` (adding adapters this set lacks) and adopt the saved σ."""
         from peft import LoraConfig
-        from peft.utils import set_peft_model_state_dict
-        from safetensors.torch import load_file
 
         directory = Path(directory)
         manifest_path = directory / MANIFEST
@@ -365,66 +415,47 @@ class PolicySet:
             if name not in self.model.peft_config:
                 with torch.random.fork_rng(devices=[]):
                     self.model.add_adapter(name, LoraConfig.from_pretrained(str(directory / name)))
-            state = load_file(str(directory / name / "adapter_model.safetensors"), device=str(self.device))
-            result = set_peft_model_state_dict(self.model, state, adapter_name=name)
+            result = self._load_weights(name, directory / name)
             unexpected = [k for k in getattr(result, "unexpected_keys", []) if "lora_" in k]
             if unexpected:
-                raise ValueError(f"adapter {name!r} in {directory} does not fit this model: unexpected {unexpected[:3]}")
+                raise AdapterFolderError(f"adapter {name!r} in {directory} does not fit this model: unexpected {unexpected[:3]}")
         self.adapters = tuple(dict.fromkeys([*self.adapters, *manifest["adapters"]]))
         self.sigma = dict(manifest["sigma"])
         self.default_adapter = manifest.get("default_adapter")
         for name, p in self.model.named_parameters():
             p.requires_grad_(_adapter_of(name) is not None)
 
+    def _load_weights(self, adapter: str, folder: Path) -> Any:
+        """Set `adapter`'s LoRA weights from `folder`'s adapter_model.safetensors (PEFT saves keys without
+        the adapter's name); AdapterFolderError when the file is missing or damaged. Returns PEFT's load result."""
+        from peft.utils import set_peft_model_state_dict
+        from safetensors import SafetensorError
+        from safetensors.torch import load_file
+
+        path = folder / "adapter_model.safetensors"
+        try:
+            state = load_file(str(path), device=str(self.device))
+        except (SafetensorError, OSError) as exc:
+            raise AdapterFolderError(f"{path} cannot be read ({exc}); use a checkpoint's adapters folder "
+                                     "(RUN_DIR/checkpoints/step_N/adapters) instead") from None
+        return set_peft_model_state_dict(self.model, state, adapter_name=adapter)
+
     def init_from(self, directory: str | Path) -> dict[str, str]:
         """Start every adapter of this set from adapters saved by `save` (a warm start, e.g. SFT), keeping
         this set's σ: adapter m takes the saved adapter that served m's roles, so shared SFT adapters can
         start per-role RL and vice versa. Returns {adapter: the saved adapter it started from}.
 
-        Raises ValueError naming the fix when a role has no saved adapter, when m's roles were trained
-        as different adapters, or when the LoRA shape or the base model differ.
+        Raises AdapterFolderError naming the fix where `warm_start_sources` does, or when a saved adapter's
+        weights do not fit this model.
         """
-        from peft.utils import set_peft_model_state_dict
-        from safetensors.torch import load_file
-
-        directory = Path(directory)
-        if (directory / "adapters" / MANIFEST).is_file():  # a run directory
-            directory = directory / "adapters"
-        manifest_path = directory / MANIFEST
-        if not manifest_path.is_file():
-            raise ValueError(f"--init-adapters {directory}: no {MANIFEST} there; pass a run directory or its adapters folder "
-                             "(written by `llm-marl sft` or `llm-marl train`)")
-        saved = json.loads(manifest_path.read_text())
-        saved_lora = LoRAConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in saved["lora"].items()})
-        if (saved_lora.r, saved_lora.alpha, set(saved_lora.target_modules)) != (self.lora.r, self.lora.alpha, set(self.lora.target_modules)):
-            raise ValueError(f"--init-adapters {directory} holds LoRA r={saved_lora.r}, alpha={saved_lora.alpha} on "
-                             f"{list(saved_lora.target_modules)}; this run has r={self.lora.r}, alpha={self.lora.alpha}: "
-                             f"pass --lora-r {saved_lora.r} --lora-alpha {saved_lora.alpha}")
-        base = saved.get("base_model")
-        if base and self.model_path and Path(base).resolve() != Path(self.model_path).resolve():
-            raise ValueError(f"--init-adapters {directory} were trained on {base}, this run loads {self.model_path}: "
-                             "pass the same --model")
-        saved_sigma, saved_default = dict(saved["sigma"]), saved.get("default_adapter")
-        sources: dict[str, str] = {}
-        for adapter in self.adapters:
-            roles = [r for r, a in self.sigma.items() if a == adapter] or list(saved_sigma) or ["*"]
-            found = {saved_sigma.get(r, saved_default) for r in roles}
-            if None in found:
-                raise ValueError(f"--init-adapters {directory} has no adapter for role(s) "
-                                 f"{[r for r in roles if saved_sigma.get(r, saved_default) is None]} (saved σ {saved_sigma})")
-            if len(found) > 1:
-                raise ValueError(f"adapter {adapter!r} serves roles {roles}, which {directory} trained as different adapters "
-                                 f"{sorted(found)}: pass the --policy the adapters were trained with ({saved_sigma})")
-            sources[adapter] = found.pop()
+        directory, sources = warm_start_sources(directory, self.sigma, self.lora, self.model_path, self.adapters)
         for adapter, source in sources.items():
-            state = load_file(str(directory / source / "adapter_model.safetensors"), device=str(self.device))
-            # PEFT names saved keys without the adapter name; load them into `adapter`.
-            result = set_peft_model_state_dict(self.model, state, adapter_name=adapter)
+            result = self._load_weights(adapter, directory / source)
             missing = [k for k in getattr(result, "missing_keys", []) if f".{adapter}." in k and "lora_" in k]
             unexpected = [k for k in getattr(result, "unexpected_keys", []) if "lora_" in k]
             if missing or unexpected:
-                raise ValueError(f"adapter {source!r} in {directory} does not fit this model: "
-                                 f"missing {missing[:3]}, unexpected {unexpected[:3]}")
+                raise AdapterFolderError(f"adapter {source!r} in {directory} does not fit this model: "
+                                         f"missing {missing[:3]}, unexpected {unexpected[:3]}")
         for name, p in self.model.named_parameters():
             p.requires_grad_(_adapter_of(name) is not None)
         return sources

@@ -223,8 +223,8 @@ def run_sft(config: SFTConfig, model: Any, transcripts: list[dict[str, Any]], he
     with `config.json`, `transcripts.jsonl`, `metrics.jsonl` (one line per optimiser step),
     `adapters/` and `summary.json` (NLL per token on the training and held-out replies, before and after)."""
     from llm_marl.config import quick_env_args
-    from llm_marl.models import resolve_device
-    from llm_marl.policies import LoRAConfig, PolicySet
+    from llm_marl.models import resolve_device, resolve_model
+    from llm_marl.policies import LoRAConfig, PolicySet, parse_policy, warm_start_sources
     from llm_marl.runs import RunDir
     from llm_marl.threads import set_threads
     from llm_marl_envs.registry import make_raw
@@ -233,6 +233,8 @@ def run_sft(config: SFTConfig, model: Any, transcripts: list[dict[str, Any]], he
     env_kwargs = quick_env_args(config.env, config.env_args)
     roles = list(make_raw(config.env, **env_kwargs).possible_agents)
     lora = LoRAConfig(r=model.lora_r, alpha=model.lora_alpha, dropout=model.lora_dropout)
+    if model.init_adapters:  # a folder that cannot start these adapters is refused before the model loads
+        warm_start_sources(model.init_adapters, parse_policy(model.policy, roles), lora, resolve_model(model.model))
     policy = PolicySet.from_pretrained(model.model, roles=roles, policy=model.policy, lora=lora, seed=config.seed,
                                        device=resolve_device(model.device))
     if model.init_adapters:

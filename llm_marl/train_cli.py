@@ -157,12 +157,17 @@ def cmd_train(args: argparse.Namespace) -> int:
         from llm_marl.models import resolve_model
         from llm_marl.policies import parse_policy
 
-        parse_policy(config.model.policy, probe.possible_agents)
+        sigma = parse_policy(config.model.policy, probe.possible_agents)
         if not args.resume:
             from llm_marl.runs import RunDir
 
             RunDir.check_root(config.run.out_dir)
-        resolve_model(config.model.model)
+        model_path = resolve_model(config.model.model)
+        if config.model.init_adapters and not args.resume:
+            from llm_marl.policies import LoRAConfig, warm_start_sources
+
+            lora = LoRAConfig(r=config.model.lora_r, alpha=config.model.lora_alpha, dropout=config.model.lora_dropout)
+            warm_start_sources(config.model.init_adapters, sigma, lora, model_path)  # before the model loads
         if config.model.engine == "vllm":
             require_vllm()  # before the model loads
         from llm_marl.tracking import check_available
@@ -170,13 +175,13 @@ def cmd_train(args: argparse.Namespace) -> int:
         check_available(config.run.report_to)
     except (ValueError, TypeError, ClusterError) as exc:
         raise UserError(str(exc)) from None
+    from llm_marl.policies import AdapterFolderError
     from llm_marl.runs import RunDirError
-
     from llm_marl.trainer import TrainingInterrupted
 
     try:
         run = train(config, resume=args.resume, log=lambda msg: print(msg, file=sys.stderr))
-    except (RunDirError, ClusterError) as exc:
+    except (RunDirError, ClusterError, AdapterFolderError) as exc:
         raise UserError(str(exc)) from None
     except TrainingInterrupted as exc:
         print(f"llm-marl: {exc}", file=sys.stderr)

@@ -241,6 +241,11 @@ def lr_lambda(optim: OptimConfig, total_steps: int):
     return factor
 
 
+def warm_start(policy: Any, init_adapters: str, log: Any) -> None:
+    sources = policy.init_from(init_adapters)
+    log(f"adapters start from {init_adapters}: " + ", ".join(f"{a} <- {s}" for a, s in sources.items()))
+
+
 # ---------------------------------------------------------------------------- checkpoints
 def read_checkpoint(path: Any, adapters: tuple[str, ...]) -> dict[str, Any]:
     """A checkpoint's trainer state, after checking that all of it loads (adapters included), before
@@ -303,9 +308,8 @@ def _train(config: TrainConfig, resume: str | None, log: Any, engine_factory: An
     lora = LoRAConfig(r=config.model.lora_r, alpha=config.model.lora_alpha, dropout=config.model.lora_dropout)
     policy = PolicySet.from_pretrained(config.model.model, roles=roles, policy=config.model.policy, lora=lora, seed=run_cfg.seed,
                                        device=resolve_device(config.model.device))
-    if config.model.init_adapters:
-        sources = policy.init_from(config.model.init_adapters)  # before the run directory exists: a bad path leaves nothing behind
-        log(f"adapters start from {config.model.init_adapters}: " + ", ".join(f"{a} <- {s}" for a, s in sources.items()))
+    if config.model.init_adapters and not resume:
+        warm_start(policy, config.model.init_adapters, log)  # before the run directory exists: a bad path leaves nothing behind
     if not resume:
         run = RunDir.create(run_cfg.out_dir, run_cfg.env, algorithm.id, run_cfg.seed, name=run_cfg.run_name or None)
         hold.enter_context(run.held())
@@ -326,6 +330,8 @@ def _train(config: TrainConfig, resume: str | None, log: Any, engine_factory: An
         log(f"resuming {run.path} after step {done}")
     elif resume:
         log(f"no checkpoint in {run.path}: starting it from step 1")
+        if config.model.init_adapters:  # a checkpoint supersedes the warm start, which may since have been deleted
+            warm_start(policy, config.model.init_adapters, log)
     if resume:
         aside = run.truncate_after(start - 1)
         if aside is not None:

@@ -195,3 +195,24 @@ def test_micro_batches_take_the_same_step_as_the_whole_batch(monkeypatch):
         weights.append(flat(policy))
         assert not torch.equal(weights[-1], initial)
     torch.testing.assert_close(weights[0], weights[1], rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.slow
+def test_resume_needs_the_warm_start_only_without_a_checkpoint(tmp_path, capsys):
+    """A checkpoint holds the adapters, so a run resumes after its --init-adapters folder was deleted; without
+    one the run starts from the warm start again, and a deleted one is one error line."""
+    import shutil
+
+    PolicySet.from_pretrained("tiny-random", roles=["tool", "planner"], policy="shared", lora=LoRAConfig(r=4, alpha=8)).save(tmp_path / "warm")
+    argv = ["train", "--algo", "at-grpo", "--env", "plan_path", *TINY_ARGS, "--model", "tiny-random", "--lora-r", "4", "--lora-alpha", "8",
+            "--max-new-tokens", "8", "--out-dir", str(tmp_path), "--no-progress"]
+    assert main([*argv, "--init-adapters", str(tmp_path / "warm"), "--steps", "1", "--run-name", "rl"]) == 0
+    shutil.rmtree(tmp_path / "warm")
+    capsys.readouterr()
+    assert main(["train", "--resume", str(tmp_path / "rl"), "--steps", "2"]) == 0
+    assert "resuming" in capsys.readouterr().err
+    assert [m["step"] for m in map(json.loads, (tmp_path / "rl" / "metrics.jsonl").read_text().splitlines())] == [1, 2]
+    shutil.rmtree(tmp_path / "rl" / "checkpoints")  # as if killed before its first checkpoint
+    assert main(["train", "--resume", str(tmp_path / "rl"), "--steps", "2"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-2].startswith("no checkpoint in") and err[-1].startswith(f"llm-marl: error: --init-adapters {tmp_path / 'warm'}: no policy_set.json")

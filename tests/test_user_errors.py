@@ -363,3 +363,55 @@ def test_eval_adapters_from_another_base_model(capsys, tiny_adapters, tmp_path, 
     (other / "config.json").write_text("{}")
     one_line_error(capsys, ["eval", *PLANNER, "--adapters", str(folder), "--model", str(other)],
                    f"were trained on {base}", "drop --model")
+
+
+# -------------------------------------------------------------------------------- train --init-adapters
+def _copy_adapters(folder, tmp_path):
+    import shutil
+
+    return shutil.copytree(folder, tmp_path / "warm")
+
+
+def _other_model(tmp_path):
+    other = tmp_path / "other-model"
+    other.mkdir()
+    (other / "config.json").write_text("{}")
+    return ["--model", str(other)]
+
+
+@pytest.mark.parametrize("mistake, flags, needles", [
+    ("missing", [], ["no policy_set.json there", "pass a run directory or its adapters folder"]),
+    ("damaged manifest", [], ["policy_set.json is damaged (JSONDecodeError", "checkpoints/step_N/adapters"]),
+    ("lora shape", ["--lora-r", "4", "--lora-alpha", "8"], ["holds LoRA r=16, alpha=32", "pass --lora-r 16 --lora-alpha 32"]),
+    ("base model", ["other-model"], ["were trained on", "pass the same --model"]),
+    ("weights missing", [], ["has no shared/adapter_model.safetensors"]),
+])
+@pytest.mark.parametrize("command", ["train", "sft"])
+def test_a_bad_init_adapters_is_refused_before_the_model_loads(capsys, tiny_adapters, tmp_path, no_model_loads,
+                                                               mistake, flags, needles, command):
+    warm = _copy_adapters(tiny_adapters[0], tmp_path)
+    if mistake == "missing":
+        warm = tmp_path / "no-such-run"
+    elif mistake == "damaged manifest":
+        (warm / "policy_set.json").write_text('{"adapters": ["shared"], ')
+    elif mistake == "weights missing":
+        (warm / "shared" / "adapter_model.safetensors").unlink()
+    if flags == ["other-model"]:
+        flags = _other_model(tmp_path)
+    else:
+        flags = [*flags, "--model", "tiny-random"]
+    one_line_error(capsys, [command, *PLANNER, *flags, "--init-adapters", str(warm), "--out-dir", str(tmp_path / "runs")],
+                   *needles)
+    assert not (tmp_path / "runs").exists()
+
+
+def test_train_with_damaged_init_adapter_weights(capsys, tiny_adapters, tmp_path):
+    """Weights that cannot be read are found once the model has loaded (after its progress bar): one error line, and no run
+    directory."""
+    warm = _copy_adapters(tiny_adapters[0], tmp_path)
+    (warm / "shared" / "adapter_model.safetensors").write_bytes(b"not a safetensors file")
+    assert main(["train", *PLANNER, "--model", "tiny-random", "--init-adapters", str(warm), "--out-dir", str(tmp_path / "runs")]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert err.splitlines()[-1].startswith(f"llm-marl: error: {warm / 'shared' / 'adapter_model.safetensors'} cannot be read")
+    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
