@@ -177,7 +177,10 @@ def supervised_finetune(policy: Any, examples: Sequence[Example], *, epochs: int
                         on_step: Callable[[dict[str, float]], None] | None = None) -> dict[str, int]:
     """Minimise the token-mean NLL of each adapter's targets: one AdamW per adapter, `epochs` shuffled
     passes in minibatches of `batch_size` examples, each run `micro_batch_size` examples at a time with
-    the gradients accumulated. Returns the optimiser steps per adapter."""
+    the gradients accumulated; a minibatch whose gradient is not finite takes no step. Returns the
+    optimiser steps per adapter."""
+    from llm_marl.update import clipped_step
+
     if epochs < 1 or batch_size < 1 or lr <= 0:
         raise ValueError(f"SFT needs epochs >= 1, batch size >= 1 and lr > 0 (got {epochs}, {batch_size}, {lr})")
     rng = np.random.default_rng(seed)
@@ -202,12 +205,13 @@ def supervised_finetune(policy: Any, examples: Sequence[Example], *, epochs: int
             part = -lp.sum() / tokens  # normalised by the whole minibatch's tokens, so the parts add up to its mean
             part.backward()
             loss += float(part.detach())
-        grad_norm = torch.nn.utils.clip_grad_norm_(policy.trainable_parameters(adapter), grad_clip)
-        optimizers[adapter].step()
-        steps[adapter] = steps.get(adapter, 0) + 1
+        grad_norm = clipped_step(optimizers[adapter], policy.trainable_parameters(adapter), grad_clip)
+        if grad_norm is not None:
+            steps[adapter] = steps.get(adapter, 0) + 1
         if on_step is not None:
             on_step({"step": index, "of": len(plan), "epoch": epoch + 1, "adapter": adapter, "loss": loss,
-                     "grad_norm": float(grad_norm), "tokens": tokens, "seconds": time.perf_counter() - t0})
+                     "grad_norm": grad_norm, "skipped_nonfinite": grad_norm is None, "tokens": tokens,
+                     "seconds": time.perf_counter() - t0})
     policy.model.eval()
     return steps
 
@@ -252,7 +256,10 @@ def run_sft(config: SFTConfig, model: Any, transcripts: list[dict[str, Any]], he
 
     def on_step(m: dict[str, float]) -> None:
         run.log_metrics(int(m["step"]), {f"sft/{k}": v for k, v in m.items() if k != "step"})
-        if m["step"] == m["of"] or m["step"] % 10 == 0:
+        if m["skipped_nonfinite"]:
+            log(f"sft step {m['step']}/{m['of']}: skipped, the gradient was not finite (NaN or inf); the weights were kept. "
+                "Lower --lr")
+        elif m["step"] == m["of"] or m["step"] % 10 == 0:
             log(f"sft step {m['step']}/{m['of']} (epoch {m['epoch']}): loss {m['loss']:.3f}")
 
     steps = supervised_finetune(policy, examples, epochs=config.epochs, lr=config.lr, batch_size=config.batch_size,

@@ -37,37 +37,69 @@ def idle_adapters(metrics: dict[str, float], adapters: list[str]) -> list[str]:
     return [a for a in adapters if not metrics.get(f"update/{a}/optimizer_steps", 0)]
 
 
+def _unusable_replies(metrics: dict[str, float]) -> str:
+    """Why no reply of the step could earn credit ("" when some could): all cut off, or all malformed."""
+    format_errors, truncated = _role_rates(metrics, "parse_error"), _role_rates(metrics, "truncated")
+    if truncated and min(truncated.values()) >= 1.0:
+        return "every reply was cut off at --max-new-tokens"
+    if format_errors and min(f + truncated.get(r, 0.0) for r, f in format_errors.items()) >= 1.0:
+        return "no reply followed the answer format"
+    return ""
+
+
+def _usable_share(metrics: dict[str, float]) -> float:
+    """The smallest share, over the roles, of replies that were neither malformed nor cut off."""
+    format_errors, truncated = _role_rates(metrics, "parse_error"), _role_rates(metrics, "truncated")
+    return 1.0 - max((min(1.0, format_errors.get(r, 0.0) + truncated.get(r, 0.0)) for r in {*format_errors, *truncated}),
+                     default=0.0)
+
+
 def step_messages(metrics: dict[str, float], adapters: list[str], hints: set[str], env: str = "ENV",
-                  warm_started: bool = False) -> list[str]:
+                  warm_started: bool = False, previous: dict[str, float] | None = None) -> list[str]:
     """Sentences about the step's learning signal (empty when every adapter learned something).
 
     `metrics` holds the step's `advantage/`, `update/<adapter>/` and `reward/` metrics; `hints` the
     advice already given in this run (each is given once); `warm_started`: the run started from
-    `--init-adapters`, so the advice is a larger warm start rather than a first one.
+    `--init-adapters`, so the advice is a larger warm start rather than a first one; `previous`: the
+    step before's metrics, when this run logged it.
     """
     messages = []
     varied, groups = groups_with_variance(metrics)
     if groups and not varied:
-        why = ""
-        format_errors, truncated = _role_rates(metrics, "parse_error"), _role_rates(metrics, "truncated")
-        if truncated and min(truncated.values()) >= 1.0:
-            why = ": every reply was cut off at --max-new-tokens"
-        elif format_errors and min(f + truncated.get(r, 0.0) for r, f in format_errors.items()) >= 1.0:
-            why = ": no reply followed the answer format"
+        why = _unusable_replies(metrics)
         messages.append(f"no learning signal: none of the {groups} groups had reward variance (every member of each group "
-                        f"earned the same credit){why}, so every advantage is 0")
-        if why and "warm-start" not in hints:
+                        f"earned the same credit){': ' + why if why else ''}, so every advantage is 0")
+        if why and previous is not None and _usable_share(previous) >= 0.5 and _stepped(previous, adapters):
+            # At least half the replies usable before the last update and none after it: that update, not the warm start
+            # or chance, is the cause.
+            if "collapse" not in hints:
+                hints.add("collapse")
+                messages.append(f"hint: in the step before, {_usable_share(previous):.0%} or more of every role's replies were "
+                                "usable, and its update left none: it moved the policy too far; lower --lr and start again")
+        elif why and "warm-start" not in hints:
             hints.add("warm-start")
             advice = ("the warm start (--init-adapters) is too small for this: give `llm-marl sft` more demonstrations "
                       "(--demos) or epochs (--epochs)" if warm_started else
                       f"warm-start the policy on demonstrations first: `llm-marl sft --env {env}`, then "
                       "`llm-marl train ... --init-adapters RUN_DIR/adapters`")
             messages.append(f"hint: {advice}" + ("; or raise --max-new-tokens" if "cut off" in why else ""))
+    for adapter in adapters:
+        skipped = int(metrics.get(f"update/{adapter}/skipped_nonfinite", 0) + metrics.get(f"dpo/{adapter}/skipped_nonfinite", 0))
+        if skipped:
+            messages.append(f"adapter {adapter!r}: {skipped} update(s) skipped because the gradient was not finite (NaN or "
+                            "inf); its weights were kept. Lower --lr")
     for adapter in idle_adapters(metrics, adapters):
         samples = int(metrics.get(f"update/{adapter}/samples", 0))
+        if metrics.get(f"update/{adapter}/skipped_nonfinite", 0):
+            continue  # said above
         reason = "it got no samples" if not samples else f"all its {samples} samples had advantage 0"
         messages.append(f"adapter {adapter!r} took no optimiser step: {reason}")
     return messages
+
+
+def _stepped(metrics: dict[str, float], adapters: list[str]) -> bool:
+    """Whether any adapter took an optimiser step in the step these metrics describe."""
+    return len(idle_adapters(metrics, adapters)) < len(adapters)
 
 
 def run_counts(history: list[dict[str, float]], adapters: list[str]) -> dict[str, object]:

@@ -46,7 +46,7 @@ from llm_marl.engines.base import SamplingParams
 from llm_marl.loss import LossConfig
 from llm_marl.rollout import Rollout, Sample, batches_by_adapter, make_tasks, rollout
 from llm_marl.runs import RunDir
-from llm_marl.update import apply_update, loss_units, minibatches, plan_update  # noqa: F401 (loss_units, minibatches: re-exported)
+from llm_marl.update import apply_update, clipped_step, loss_units, minibatches, plan_update  # noqa: F401 (loss_units, minibatches: re-exported)
 from llm_marl.tracking import open_tracker
 from llm_marl.signal import postfix, run_counts, signal_metrics, step_line, step_messages, wave_progress
 from llm_marl.step_time import PARTS, step_time_metrics, step_time_totals
@@ -160,8 +160,8 @@ def update_dpo(policy: Any, optimizers: dict[str, torch.optim.Optimizer], pairs:
         optimizer = optimizers[adapter]
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(policy.trainable_parameters(adapter), optim.grad_clip)
-        optimizer.step()
+        if clipped_step(optimizer, policy.trainable_parameters(adapter), optim.grad_clip) is None:
+            sums[f"dpo/{adapter}/skipped_nonfinite"].append(1.0)
         for key, value in metrics.items():
             sums[key.replace("dpo/", f"dpo/{adapter}/")].append(float(value))
     return {k: sum(v) / len(v) for k, v in sums.items()}
@@ -424,6 +424,7 @@ def _train(config: TrainConfig, resume: str | None, log: Any, engine_factory: An
         say = steps.write if bars else log  # messages between bar updates, or as plain log lines
         if run_cfg.eval_episodes and not (run.path / EVAL_BEFORE).exists():
             held_out_eval(config, engine, policy, run.path / EVAL_BEFORE, "before training", log, bars)
+        previous = None  # the metrics of the step before, for the messages
         for step in steps:
             bar, on_wave = wave_progress(f"step {step} rollout", run_cfg.envs_per_step, bars)
             with bar:
@@ -443,8 +444,9 @@ def _train(config: TrainConfig, resume: str | None, log: Any, engine_factory: An
             if not bars:
                 say(step_line(step, run_cfg.steps, metrics))
             for message in step_messages(metrics, list(policy.adapters), hints, env=run_cfg.env,
-                                         warm_started=bool(config.model.init_adapters)):
+                                         warm_started=bool(config.model.init_adapters), previous=previous):
                 say(f"step {step}: {message}")
+            previous = metrics
         policy.save(run.path / "adapters")
         if run_cfg.eval_episodes:
             held_out_eval(config, engine, policy, run.path / EVAL_AFTER, "after training", log, bars)

@@ -17,6 +17,7 @@ update (`llm_marl.trainer.update_policy` calls it that way).
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
@@ -169,15 +170,31 @@ def apply_update(policy: Any, optimizers: dict[str, torch.optim.Optimizer], shar
                     local[name] = float(value)
         if distributed:
             local, ratio_max = _all_reduce(params, local, ratio_max)
-        grad_norm = torch.nn.utils.clip_grad_norm_(params, optim.grad_clip)
-        optimizer.step()
-        sums[f"update/{adapter}/optimizer_steps"].append(1.0)
-        sums[f"loss/{adapter}/grad_norm"].append(float(grad_norm))
+        grad_norm = clipped_step(optimizer, params, optim.grad_clip)
+        if grad_norm is None:
+            sums[f"update/{adapter}/skipped_nonfinite"].append(1.0)
+        else:
+            sums[f"update/{adapter}/optimizer_steps"].append(1.0)
+            sums[f"loss/{adapter}/grad_norm"].append(grad_norm)
         if ratio_max > float("-inf"):
             sums[f"loss/{adapter}/ratio_max"].append(ratio_max)
         for name, value in local.items():
             sums[f"loss/{adapter}/{name}"].append(value)
     return {k: (sum(v) if k.startswith("update/") else sum(v) / len(v)) for k, v in sums.items()}
+
+
+def clipped_step(optimizer: torch.optim.Optimizer, params: list[torch.nn.Parameter], grad_clip: float) -> float | None:
+    """Clip the gradients' norm to `grad_clip` and take the optimiser step; returns the norm before clipping.
+
+    A NaN or inf gradient (a loss that overflowed) would make every weight of the adapter NaN for good,
+    so that step is not taken: the gradients are dropped and None is returned.
+    """
+    grad_norm = float(torch.nn.utils.clip_grad_norm_(params, grad_clip))
+    if not math.isfinite(grad_norm):
+        optimizer.zero_grad(set_to_none=True)
+        return None
+    optimizer.step()
+    return grad_norm
 
 
 def _all_reduce(params: list[torch.nn.Parameter], local: dict[str, float], ratio_max: float) -> tuple[dict[str, float], float]:

@@ -101,3 +101,78 @@ def test_training_reports_a_step_without_signal_in_metrics_log_and_summary(tmp_p
     summary = json.loads((run.path / "summary.json").read_text())
     assert summary["steps_without_signal"] == 2 and summary["adapter_steps_without_update"] == {"shared": 2}
     assert any("steps without learning signal: 2" in line for line in lines)
+
+
+DEAD_STEP = {"advantage/groups": 4, "advantage/zero_std_groups": 4, "advantage/singleton_groups": 0,
+             "reward/parse_error/planner": 0.0, "reward/truncated/planner": 1.0,
+             "update/shared/samples": 8, "update/shared/skipped_zero_advantage": 8}
+
+
+@pytest.mark.parametrize("usable, stepped, blamed", [(0.75, True, True), (0.25, True, False), (0.75, False, False)])
+def test_replies_that_turn_unusable_after_an_update_blame_the_update(usable, stepped, blamed):
+    """Every reply cut off right after a step whose update had mostly usable replies: that update moved the policy too
+    far (seen with --lr 10 from the main job's warm start), and a larger warm start, the usual advice, would not help."""
+    before = {"advantage/groups": 4, "advantage/zero_std_groups": 1, "reward/parse_error/planner": 1.0 - usable - 0.05,
+              "reward/truncated/planner": 0.05, **({"update/shared/optimizer_steps": 2} if stepped else {})}
+    messages = step_messages(DEAD_STEP, ["shared"], set(), warm_started=True, previous=before)
+    hints = [m for m in messages if m.startswith("hint")]
+    assert len(hints) == 1
+    if blamed:
+        assert hints[0] == ("hint: in the step before, 75% or more of every role's replies were usable, and its update left "
+                            "none: it moved the policy too far; lower --lr and start again")
+    else:
+        assert "--demos" in hints[0]
+
+
+def test_an_update_with_a_nonfinite_gradient_is_reported_not_taken():
+    metrics = {"advantage/groups": 4, "advantage/zero_std_groups": 1, "update/tool/optimizer_steps": 1,
+               "update/tool/skipped_nonfinite": 1, "update/planner/samples": 3, "update/planner/skipped_nonfinite": 2}
+    assert step_messages(metrics, ["tool", "planner"], set()) == [
+        "adapter 'tool': 1 update(s) skipped because the gradient was not finite (NaN or inf); its weights were kept. Lower --lr",
+        "adapter 'planner': 2 update(s) skipped because the gradient was not finite (NaN or inf); its weights were kept. Lower --lr"]
+
+
+def test_a_nonfinite_gradient_skips_the_step_and_keeps_the_weights(monkeypatch):
+    """A loss that overflows (NaN) would write NaN into every weight of the adapter for good: its step is not taken, and
+    the metrics count it. The other adapter's steps go on."""
+    import math
+
+    import numpy as np
+    import torch
+
+    import llm_marl.update as update
+    from llm_marl.config import OptimConfig
+    from llm_marl.loss import LossConfig
+    from llm_marl.policies import LoRAConfig, PolicySet
+    from llm_marl.rollout import Sample
+    from llm_marl.trainer import update_policy
+
+    policy = PolicySet.from_pretrained("tiny-random", roles=["tool", "planner"], policy="per-role", lora=LoRAConfig(r=4, alpha=8))
+    with torch.no_grad():  # B starts at zero, which makes the first gradients of A zero: move B off it
+        for name, p in policy.model.named_parameters():
+            if "lora_B" in name:
+                p.fill_(0.01)
+    rng = np.random.default_rng(0)
+    samples = [Sample(sample_id=i, task_id=f"t{i}", episode_id=f"t{i}", decision_id=i, candidate=0, role=role, turn=0, step=0,
+                      adapter=role, messages=[], text="", prompt_ids=[int(x) for x in rng.integers(3, 200, size=5)],
+                      response_ids=[int(x) for x in rng.integers(3, 200, size=4)], old_logprobs=[-5.0] * 4,
+                      advantage=1.0 if i % 2 else -1.0)
+               for i, role in enumerate(["planner"] * 2 + ["tool"] * 8)]
+    before = {k: v.detach().clone() for k, v in policy.model.named_parameters() if "lora_" in k}
+    real, calls = update.policy_loss, []
+
+    def planner_overflows(*args, **kwargs):
+        loss, metrics = real(*args, **kwargs)
+        calls.append(1)
+        return (loss * float("nan") if len(calls) == 1 else loss), metrics  # adapters go in name order: planner's first
+
+    monkeypatch.setattr(update, "policy_loss", planner_overflows)
+    optim = OptimConfig(lr=1e-2, minibatch_size=4, epochs=1, kl_beta=0.0)
+    optimizers = {a: torch.optim.AdamW(policy.trainable_parameters(a), lr=optim.lr) for a in policy.adapters}
+    metrics = update_policy(policy, optimizers, samples, optim, LossConfig(), 1.0, "sample", np.random.default_rng(0))
+    assert metrics["update/planner/skipped_nonfinite"] == 1 and "update/planner/optimizer_steps" not in metrics
+    assert metrics["update/tool/optimizer_steps"] == 2 and math.isfinite(metrics["loss/tool/grad_norm"])
+    after = {k: v.detach() for k, v in policy.model.named_parameters() if "lora_" in k}
+    assert all(torch.equal(after[k], before[k]) for k in before if ".planner." in k)
+    assert all(torch.isfinite(v).all() for v in after.values())
+    assert any(not torch.equal(after[k], before[k]) for k in before if ".tool." in k)

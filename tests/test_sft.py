@@ -197,6 +197,26 @@ def test_micro_batches_take_the_same_step_as_the_whole_batch(monkeypatch):
     torch.testing.assert_close(weights[0], weights[1], rtol=1e-4, atol=1e-6)
 
 
+def test_a_minibatch_with_a_nonfinite_gradient_takes_no_step():
+    from llm_marl.sft import supervised_finetune
+
+    records = list(oracle_demonstrations("plan_path", 2, env_kwargs=TINY, oracle_options={"program": "answer"}))
+    policy = PolicySet.from_pretrained("tiny-random", roles=["tool", "planner"], policy="shared", seed=0)
+    examples, _ = build_examples(policy, records)
+    real, calls, seen = policy.response_logprobs, [], []
+
+    def first_overflows(*args, **kwargs):
+        calls.append(1)
+        out = real(*args, **kwargs)
+        return out * float("nan") if len(calls) == 1 else out
+
+    policy.response_logprobs = first_overflows
+    steps = supervised_finetune(policy, examples, epochs=1, batch_size=2, micro_batch_size=2, on_step=seen.append)
+    assert steps == {"shared": 1} and [m["skipped_nonfinite"] for m in seen] == [True, False]
+    assert seen[0]["grad_norm"] is None and seen[1]["grad_norm"] > 0
+    assert all(torch.isfinite(p).all() for p in policy.trainable_parameters("shared"))
+
+
 @pytest.mark.slow
 def test_resume_needs_the_warm_start_only_without_a_checkpoint(tmp_path, capsys):
     """A checkpoint holds the adapters, so a run resumes after its --init-adapters folder was deleted; without
