@@ -185,7 +185,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         raise UserError(str(exc)) from None
     except TrainingInterrupted as exc:
         print(f"llm-marl: {exc}", file=sys.stderr)
-        return 130
+        return exc.exit_code
     metrics = run.metrics()
     print(json.dumps({"run_dir": str(run.path), "steps": len(metrics),
                       "last": {k: v for k, v in (metrics[-1] if metrics else {}).items() if k.startswith(("step", "reward/success", "credit/"))}}))

@@ -26,6 +26,8 @@ import json
 import math
 import shlex
 import shutil
+import signal
+import threading
 import time
 import warnings
 from collections import defaultdict
@@ -402,6 +404,7 @@ def _train(config: TrainConfig, resume: str | None, log: Any, engine_factory: An
 
     step = start - 1
     tracker = None
+    hold.enter_context(sigterm_interrupts())
     try:
         tracker = open_tracker(run_cfg.report_to, run.path, config.to_dict(), first_step=start)
         if cluster.enabled:
@@ -413,6 +416,7 @@ def _train(config: TrainConfig, resume: str | None, log: Any, engine_factory: An
             trainer_spec = TrainerSpec(config.model.model, tuple(roles), config.model.policy, lora, config.optim, run_cfg.steps,
                                        run_cfg.seed, threads, run_cfg.deterministic)
             scale = ClusterRun(cluster, policy, engine_factory=spec, trainer=trainer_spec, log=log).start()
+            hold.enter_context(sigterm_interrupts())  # ray.init installed its own handler (sys.exit): take SIGTERM back
             scale.load_trainer_state(optimizers, schedulers)
         if scale is not None and scale.engine is not None:
             engine = scale.engine
@@ -450,7 +454,10 @@ def _train(config: TrainConfig, resume: str | None, log: Any, engine_factory: An
         policy.save(run.path / "adapters")
         if run_cfg.eval_episodes:
             held_out_eval(config, engine, policy, run.path / EVAL_AFTER, "after training", log, bars)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
+        if isinstance(exc, Terminated):
+            raise TrainingInterrupted(interrupted_message(run, step + 1, resume, "terminated (SIGTERM)"),
+                                      128 + signal.SIGTERM) from None
         raise TrainingInterrupted(interrupted_message(run, step + 1, resume)) from None
     except BaseException as exc:
         if not resume and not run.metrics():
@@ -484,15 +491,43 @@ EVAL_BEFORE, EVAL_AFTER, SUMMARY = "eval_before.json", "eval_after.json", "summa
 
 
 class TrainingInterrupted(KeyboardInterrupt):
-    """Ctrl-C during training; the message says where the last checkpoint is and how to resume."""
+    """Ctrl-C or SIGTERM during training; the message says where the last checkpoint is and how to resume.
+    `exit_code`: what the CLI exits with, 128 + the signal's number (130 for Ctrl-C, 143 for SIGTERM)."""
+
+    def __init__(self, message: str, exit_code: int = 128 + signal.SIGINT):
+        super().__init__(message)
+        self.exit_code = exit_code
 
 
-def interrupted_message(run: RunDir, step: int, resume: str | None) -> str:
+class Terminated(KeyboardInterrupt):
+    """SIGTERM while training, raised in the main thread by `sigterm_interrupts`."""
+
+
+def _raise_terminated(signum: int, frame: Any) -> None:
+    raise Terminated()
+
+
+@contextlib.contextmanager
+def sigterm_interrupts() -> Any:
+    """While inside, SIGTERM (a scheduler's preemption or time limit, `kill`) stops training as Ctrl-C does: the
+    trackers, engines and cluster are closed and the resume command is said, where the default action
+    would end the process at once. Signals reach the main thread only, so elsewhere this does nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def interrupted_message(run: RunDir, step: int, resume: str | None, what: str = "interrupted") -> str:
     latest = run.latest_checkpoint()
     where = f"the last checkpoint is {latest[1]} (step {latest[0]})" if latest else "no checkpoint was written yet"
     if not latest and not resume and not run.metrics():
-        return f"interrupted during step {step}; nothing was trained yet, so {run.path} was removed"
-    return f"interrupted during step {step}; {where}; continue with: llm-marl train --resume {shlex.quote(str(run.path))}"
+        return f"{what} during step {step}; nothing was trained yet, so {run.path} was removed"
+    return f"{what} during step {step}; {where}; continue with: llm-marl train --resume {shlex.quote(str(run.path))}"
 
 
 def held_out_eval(config: TrainConfig, engine: Any, policy: Any, path: Any, when: str, log: Any,

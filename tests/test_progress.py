@@ -46,20 +46,26 @@ def test_a_failed_start_leaves_no_run_directory(tmp_path):
 
 
 @pytest.mark.slow
-def test_ctrl_c_says_where_the_checkpoint_is_and_how_to_resume(tmp_path):
+@pytest.mark.parametrize("sig, code, said, extra", [
+    (signal.SIGINT, 130, "interrupted", []),
+    # A batch scheduler's preemption or time limit; with a cluster, after ray.init has installed its own handler.
+    (signal.SIGTERM, 143, "terminated (SIGTERM)", []),
+    (signal.SIGTERM, 143, "terminated (SIGTERM)", ["--rollout-workers", "1", "--cpus-per-actor", "0.5"]),
+], ids=["ctrl-c", "sigterm", "sigterm-ray"])
+def test_ctrl_c_or_sigterm_says_where_the_checkpoint_is_and_how_to_resume(tmp_path, sig, code, said, extra):
     exe = str(Path(sys.executable).with_name("llm-marl"))
     # A shell that starts a job in the background (`make test &`) makes it ignore SIGINT, and Python keeps
     # an ignored SIGINT ignored; a terminal's Ctrl-C reaches a process that has the default handler.
-    proc = subprocess.Popen([exe, "train", *ARGS, "--steps", "50", "--out-dir", str(tmp_path), "--run-name", "r"],
+    proc = subprocess.Popen([exe, "train", *ARGS, *extra, "--steps", "50", "--out-dir", str(tmp_path), "--run-name", "r"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     latest = tmp_path / "r" / "checkpoints" / "LATEST"
     deadline = time.time() + 300
     while not latest.exists() and time.time() < deadline and proc.poll() is None:
         time.sleep(0.05)
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(sig)
     _, err = proc.communicate(timeout=120)
-    assert proc.returncode == 130, err
+    assert proc.returncode == code, err
     last = err.strip().splitlines()[-1]
-    assert last.startswith("llm-marl: interrupted during step") and "checkpoints/step_" in last
+    assert last.startswith(f"llm-marl: {said} during step") and "checkpoints/step_" in last
     assert last.endswith(f"continue with: llm-marl train --resume {shlex.quote(str(tmp_path / 'r'))}") and "Traceback" not in err
