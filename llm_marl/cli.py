@@ -210,11 +210,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser(argv)
     args = parser.parse_args(argv)
+    from llm_marl.interrupts import sigterm_interrupts, stopped_by
+
     try:
-        return int(args.func(args) or 0)
+        with sigterm_interrupts():
+            return int(args.func(args) or 0)
     except UserError as exc:
         print(f"llm-marl: error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM outside training (which says more and returns)
+        what, code = stopped_by(exc)
+        print(f"llm-marl: {what}", file=sys.stderr)
+        return code
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import shutil
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -246,32 +247,38 @@ def run_sft(config: SFTConfig, model: Any, transcripts: list[dict[str, Any]], he
     examples, skipped = build_examples(policy, transcripts, config.max_length)
     heldout_examples = build_examples(policy, heldout, config.max_length)[0] if heldout else []
     run = RunDir.create(config.out_dir, config.env, "sft", config.seed, name=config.run_name or None)
-    run.save_config({"sft": dataclasses.asdict(config), "model": dataclasses.asdict(model), "resolved_env_args": env_kwargs})
-    (run.path / "transcripts.jsonl").write_text("".join(json.dumps(t) + "\n" for t in transcripts))
-    before = {"train_nll": mean_nll(policy, examples),
-              **({"heldout_nll": mean_nll(policy, heldout_examples)} if heldout_examples else {})}
-    log(f"sft: {len(examples)} examples ({skipped} skipped for length) for adapters "
-        f"{sorted({e.adapter for e in examples})}; NLL/token before {before['train_nll']:.3f}; run directory {run.path}")
-    t0 = time.perf_counter()
+    try:  # Ctrl-C, SIGTERM or a failure: SFT cannot resume, so a half-trained run is of no use
+        run.save_config({"sft": dataclasses.asdict(config), "model": dataclasses.asdict(model), "resolved_env_args": env_kwargs})
+        (run.path / "transcripts.jsonl").write_text("".join(json.dumps(t) + "\n" for t in transcripts))
+        before = {"train_nll": mean_nll(policy, examples),
+                  **({"heldout_nll": mean_nll(policy, heldout_examples)} if heldout_examples else {})}
+        log(f"sft: {len(examples)} examples ({skipped} skipped for length) for adapters "
+            f"{sorted({e.adapter for e in examples})}; NLL/token before {before['train_nll']:.3f}; run directory {run.path}")
+        t0 = time.perf_counter()
 
-    def on_step(m: dict[str, float]) -> None:
-        run.log_metrics(int(m["step"]), {f"sft/{k}": v for k, v in m.items() if k != "step"})
-        if m["skipped_nonfinite"]:
-            log(f"sft step {m['step']}/{m['of']}: skipped, the gradient was not finite (NaN or inf); the weights were kept. "
-                "Lower --lr")
-        elif m["step"] == m["of"] or m["step"] % 10 == 0:
-            log(f"sft step {m['step']}/{m['of']} (epoch {m['epoch']}): loss {m['loss']:.3f}")
+        def on_step(m: dict[str, float]) -> None:
+            run.log_metrics(int(m["step"]), {f"sft/{k}": v for k, v in m.items() if k != "step"})
+            if m["skipped_nonfinite"]:
+                log(f"sft step {m['step']}/{m['of']}: skipped, the gradient was not finite (NaN or inf); the weights were kept. "
+                    "Lower --lr")
+            elif m["step"] == m["of"] or m["step"] % 10 == 0:
+                log(f"sft step {m['step']}/{m['of']} (epoch {m['epoch']}): loss {m['loss']:.3f}")
 
-    steps = supervised_finetune(policy, examples, epochs=config.epochs, lr=config.lr, batch_size=config.batch_size,
-                                micro_batch_size=config.micro_batch_size, seed=config.seed, on_step=on_step)
-    train_s = time.perf_counter() - t0
-    policy.save(run.path / "adapters")
-    after = {"train_nll": mean_nll(policy, examples),
-             **({"heldout_nll": mean_nll(policy, heldout_examples)} if heldout_examples else {})}
-    summary = {"examples": len(examples), "skipped_for_length": skipped, "heldout_examples": len(heldout_examples),
-               "optimizer_steps": steps, "train_s": round(train_s, 1), "nll_before": before, "nll_after": after}
-    (run.path / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-    log(f"sft done in {train_s:.0f} s: NLL/token {before['train_nll']:.3f} -> {after['train_nll']:.3f}"
-        + (f" (held out {before['heldout_nll']:.3f} -> {after['heldout_nll']:.3f})" if heldout_examples else "")
-        + f"; adapters in {run.path / 'adapters'}")
-    return run
+        steps = supervised_finetune(policy, examples, epochs=config.epochs, lr=config.lr, batch_size=config.batch_size,
+                                    micro_batch_size=config.micro_batch_size, seed=config.seed, on_step=on_step)
+        train_s = time.perf_counter() - t0
+        policy.save(run.path / "adapters")
+        after = {"train_nll": mean_nll(policy, examples),
+                 **({"heldout_nll": mean_nll(policy, heldout_examples)} if heldout_examples else {})}
+        summary = {"examples": len(examples), "skipped_for_length": skipped, "heldout_examples": len(heldout_examples),
+                   "optimizer_steps": steps, "train_s": round(train_s, 1), "nll_before": before, "nll_after": after}
+        (run.path / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+        log(f"sft done in {train_s:.0f} s: NLL/token {before['train_nll']:.3f} -> {after['train_nll']:.3f}"
+            + (f" (held out {before['heldout_nll']:.3f} -> {after['heldout_nll']:.3f})" if heldout_examples else "")
+            + f"; adapters in {run.path / 'adapters'}")
+        return run
+    except BaseException as exc:
+        shutil.rmtree(run.path, ignore_errors=True)
+        if isinstance(exc, KeyboardInterrupt):
+            log(f"sft stopped: {run.path} was removed (an SFT run cannot be resumed: start it again)")
+        raise

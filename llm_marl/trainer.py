@@ -26,8 +26,6 @@ import json
 import math
 import shlex
 import shutil
-import signal
-import threading
 import time
 import warnings
 from collections import defaultdict
@@ -45,6 +43,7 @@ from llm_marl.credit.dpo import dpo_loss
 from llm_marl.credit.team import CreditConfig, assign_shapley, preference_pairs, shapley_plan
 from llm_marl.distributed.config import ClusterConfig, ClusterError
 from llm_marl.engines.base import SamplingParams
+from llm_marl.interrupts import sigterm_interrupts, stopped_by
 from llm_marl.loss import LossConfig
 from llm_marl.rollout import Rollout, Sample, batches_by_adapter, make_tasks, rollout
 from llm_marl.runs import RunDir
@@ -455,10 +454,8 @@ def _train(config: TrainConfig, resume: str | None, log: Any, engine_factory: An
         if run_cfg.eval_episodes:
             held_out_eval(config, engine, policy, run.path / EVAL_AFTER, "after training", log, bars)
     except KeyboardInterrupt as exc:
-        if isinstance(exc, Terminated):
-            raise TrainingInterrupted(interrupted_message(run, step + 1, resume, "terminated (SIGTERM)"),
-                                      128 + signal.SIGTERM) from None
-        raise TrainingInterrupted(interrupted_message(run, step + 1, resume)) from None
+        what, code = stopped_by(exc)
+        raise TrainingInterrupted(interrupted_message(run, step + 1, resume, what), code) from None
     except BaseException as exc:
         if not resume and not run.metrics():
             if tracker is not None:  # its writer thread would otherwise recreate the folder when it flushes
@@ -494,32 +491,9 @@ class TrainingInterrupted(KeyboardInterrupt):
     """Ctrl-C or SIGTERM during training; the message says where the last checkpoint is and how to resume.
     `exit_code`: what the CLI exits with, 128 + the signal's number (130 for Ctrl-C, 143 for SIGTERM)."""
 
-    def __init__(self, message: str, exit_code: int = 128 + signal.SIGINT):
+    def __init__(self, message: str, exit_code: int):
         super().__init__(message)
         self.exit_code = exit_code
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM while training, raised in the main thread by `sigterm_interrupts`."""
-
-
-def _raise_terminated(signum: int, frame: Any) -> None:
-    raise Terminated()
-
-
-@contextlib.contextmanager
-def sigterm_interrupts() -> Any:
-    """While inside, SIGTERM (a scheduler's preemption or time limit, `kill`) stops training as Ctrl-C does: the
-    trackers, engines and cluster are closed and the resume command is said, where the default action
-    would end the process at once. Signals reach the main thread only, so elsewhere this does nothing."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.signal(signal.SIGTERM, _raise_terminated)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def interrupted_message(run: RunDir, step: int, resume: str | None, what: str = "interrupted") -> str:

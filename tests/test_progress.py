@@ -45,6 +45,15 @@ def test_a_failed_start_leaves_no_run_directory(tmp_path):
     assert not (tmp_path / "r").exists()
 
 
+def signal_once_written(proc: subprocess.Popen, path: Path, sig: int) -> str:
+    """Send `sig` to `proc` once `path` exists; its stderr when it has ended."""
+    deadline = time.time() + 300
+    while not path.exists() and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    proc.send_signal(sig)
+    return proc.communicate(timeout=120)[1]
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("sig, code, said, extra", [
     (signal.SIGINT, 130, "interrupted", []),
@@ -59,13 +68,25 @@ def test_ctrl_c_or_sigterm_says_where_the_checkpoint_is_and_how_to_resume(tmp_pa
     proc = subprocess.Popen([exe, "train", *ARGS, *extra, "--steps", "50", "--out-dir", str(tmp_path), "--run-name", "r"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    latest = tmp_path / "r" / "checkpoints" / "LATEST"
-    deadline = time.time() + 300
-    while not latest.exists() and time.time() < deadline and proc.poll() is None:
-        time.sleep(0.05)
-    proc.send_signal(sig)
-    _, err = proc.communicate(timeout=120)
+    err = signal_once_written(proc, tmp_path / "r" / "checkpoints" / "LATEST", sig)
     assert proc.returncode == code, err
     last = err.strip().splitlines()[-1]
     assert last.startswith(f"llm-marl: {said} during step") and "checkpoints/step_" in last
     assert last.endswith(f"continue with: llm-marl train --resume {shlex.quote(str(tmp_path / 'r'))}") and "Traceback" not in err
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig, code, said", [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated (SIGTERM)")],
+                         ids=["ctrl-c", "sigterm"])
+def test_a_stopped_sft_says_so_and_leaves_no_run_directory(tmp_path, sig, code, said):
+    """SFT has no checkpoints to resume from, so its half-trained run directory is removed."""
+    exe = str(Path(sys.executable).with_name("llm-marl"))
+    proc = subprocess.Popen([exe, "sft", "--env", "plan_path", *(f"--env-arg={k}={v}" for k, v in QUICK.items()), "--model",
+                             "tiny-random", "--demos", "4", "--heldout-demos", "0", "--epochs", "500", "--out-dir", str(tmp_path),
+                             "--run-name", "s"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    err = signal_once_written(proc, tmp_path / "s" / "metrics.jsonl", sig)
+    assert proc.returncode == code, err
+    assert err.strip().splitlines()[-2:] == [f"sft stopped: {tmp_path / 's'} was removed (an SFT run cannot be resumed: start it again)",
+                                              f"llm-marl: {said}"]
+    assert not (tmp_path / "s").exists() and "Traceback" not in err
