@@ -16,12 +16,14 @@ checkpoint fall back to the one before, and say so). Metrics and trajectories of
 moved to `superseded/<time>/` (never deleted: the resuming process did not write them), so no step is
 lost or counted twice. Pruning keeps the two newest checkpoints up to the current step and never
 touches a newer one. A damaged run directory ends in one line naming the file and the fix
-(`RunDirError`).
+(`RunDirError`), and so does a full file system (`begin_checkpoint` checks for room first, and
+`out_of_space` tells a failed write that ran out of it).
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import shlex
@@ -41,6 +43,30 @@ T = TypeVar("T")
 
 class RunDirError(ValueError):
     """A run directory that cannot be used as it is; the message names the file and the fix."""
+
+
+_NO_SPACE = {errno.ENOSPC, errno.EDQUOT}
+_MIB = 1 << 20
+
+
+def free_bytes(path: str | Path) -> int:
+    """Bytes this user may still write on `path`'s file system."""
+    stat = os.statvfs(path)
+    return stat.f_bavail * stat.f_frsize
+
+
+def out_of_space(exc: BaseException, path: str | Path) -> bool:
+    """Whether `exc`, raised while writing under `path`, is a full file system: an OSError saying so anywhere in its
+    chain, or (torch and safetensors report a failed write in their own words) less than 1 MiB left there."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, OSError) and seen.errno in _NO_SPACE:
+            return True
+        seen = seen.__cause__ or seen.__context__
+    try:
+        return free_bytes(path) < _MIB
+    except OSError:
+        return False
 
 
 def _atomic_write_text(path: Path, text: str) -> None:
@@ -167,12 +193,27 @@ class RunDir:
     def checkpoint_dir(self, step: int) -> Path:
         return self.path / "checkpoints" / f"step_{step:06d}"
 
-    def begin_checkpoint(self, step: int) -> Path:
-        """A fresh temporary folder to write the checkpoint of `step` into."""
+    def begin_checkpoint(self, step: int, needed: int = 0) -> Path:
+        """A fresh temporary folder to write the checkpoint of `step` into, once the file system has room for
+        about `needed` bytes (else a RunDirError, before a partial checkpoint takes what is left)."""
+        free = free_bytes(self.path)
+        if free < needed:
+            raise RunDirError(f"no space for the checkpoint of step {step}: about {needed / _MIB:.0f} MiB needed, "
+                              f"{free / _MIB:.0f} MiB free where {self.path} is; free some space")
         tmp = self.path / "checkpoints" / f".tmp_step_{step:06d}"
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
         return tmp
+
+    def discard_unfinished_checkpoints(self) -> None:
+        """Remove checkpoints that were being written (never listed, never loaded): what they hold is lost anyway."""
+        for tmp in (self.path / "checkpoints").glob(".tmp_step_*"):
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    def checkpoint_bytes(self) -> int:
+        """The size of the newest checkpoint (0 without one): about what the next one needs."""
+        latest = self.latest_checkpoint()
+        return sum(f.stat().st_size for f in latest[1].rglob("*") if f.is_file()) if latest else 0
 
     def commit_checkpoint(self, step: int, tmp: Path, keep: int = 2) -> Path:
         final = self.checkpoint_dir(step)

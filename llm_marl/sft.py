@@ -230,7 +230,7 @@ def run_sft(config: SFTConfig, model: Any, transcripts: list[dict[str, Any]], he
     from llm_marl.config import quick_env_args
     from llm_marl.models import resolve_device, resolve_model
     from llm_marl.policies import LoRAConfig, PolicySet, parse_policy, warm_start_sources
-    from llm_marl.runs import RunDir
+    from llm_marl.runs import RunDir, RunDirError, out_of_space
     from llm_marl.threads import set_threads
     from llm_marl_envs.registry import make_raw
 
@@ -278,7 +278,11 @@ def run_sft(config: SFTConfig, model: Any, transcripts: list[dict[str, Any]], he
             + f"; adapters in {run.path / 'adapters'}")
         return run
     except BaseException as exc:
+        full = isinstance(exc, Exception) and out_of_space(exc, run.path)
         shutil.rmtree(run.path, ignore_errors=True)
+        if full:
+            raise RunDirError(f"no space left where {run.path} was ({type(exc).__name__}: {exc}); {run.path} was removed: "
+                              "free some space and start it again") from None
         if isinstance(exc, KeyboardInterrupt):
             log(f"sft stopped: {run.path} was removed (an SFT run cannot be resumed: start it again)")
         raise

@@ -46,7 +46,7 @@ from llm_marl.engines.base import SamplingParams
 from llm_marl.interrupts import sigterm_interrupts, stopped_by
 from llm_marl.loss import LossConfig
 from llm_marl.rollout import Rollout, Sample, batches_by_adapter, make_tasks, rollout
-from llm_marl.runs import RunDir
+from llm_marl.runs import RunDir, RunDirError, out_of_space
 from llm_marl.update import apply_update, clipped_step, loss_units, minibatches, plan_update  # noqa: F401 (loss_units, minibatches: re-exported)
 from llm_marl.tracking import open_tracker
 from llm_marl.signal import postfix, run_counts, signal_metrics, step_line, step_messages, wave_progress
@@ -401,7 +401,7 @@ def _train(config: TrainConfig, resume: str | None, log: Any, engine_factory: An
         metrics.update(step_time_metrics(t2 - t0, out.timings, credit_s=t_update - t_credit, update_s=t2 - t_update))
         return metrics, out
 
-    step = start - 1
+    current = start  # the step in progress, for the messages of a run that stops
     tracker = None
     hold.enter_context(sigterm_interrupts())
     try:
@@ -428,7 +428,10 @@ def _train(config: TrainConfig, resume: str | None, log: Any, engine_factory: An
         if run_cfg.eval_episodes and not (run.path / EVAL_BEFORE).exists():
             held_out_eval(config, engine, policy, run.path / EVAL_BEFORE, "before training", log, bars)
         previous = None  # the metrics of the step before, for the messages
+        # The adapters, and AdamW's two moments of each of their weights: about what a checkpoint holds.
+        first_checkpoint_bytes = 3 * sum(p.numel() * p.element_size() for a in policy.adapters for p in policy.trainable_parameters(a))
         for step in steps:
+            current = step
             bar, on_wave = wave_progress(f"step {step} rollout", run_cfg.envs_per_step, bars)
             with bar:
                 metrics, out = one_step(step, on_wave)
@@ -436,7 +439,7 @@ def _train(config: TrainConfig, resume: str | None, log: Any, engine_factory: An
             tracker.log(step, metrics)
             run.write_trajectories(step, trajectory_records(out))
             if step % run_cfg.checkpoint_every == 0 or step == run_cfg.steps:
-                tmp = run.begin_checkpoint(step)
+                tmp = run.begin_checkpoint(step, needed=run.checkpoint_bytes() or first_checkpoint_bytes)
                 policy.save(tmp / "adapters")
                 state = scale.trainer_state() if scale is not None and scale.ranks else {
                     "optimizers": {a: o.state_dict() for a, o in optimizers.items()},
@@ -455,15 +458,19 @@ def _train(config: TrainConfig, resume: str | None, log: Any, engine_factory: An
             held_out_eval(config, engine, policy, run.path / EVAL_AFTER, "after training", log, bars)
     except KeyboardInterrupt as exc:
         what, code = stopped_by(exc)
-        raise TrainingInterrupted(interrupted_message(run, step + 1, resume, what), code) from None
+        raise TrainingInterrupted(interrupted_message(run, current, resume, what), code) from None
     except BaseException as exc:
+        if isinstance(exc, Exception) and not isinstance(exc, (RunDirError, ClusterError)) and out_of_space(exc, run.path):
+            exc = RunDirError(f"no space left where {run.path} is ({type(exc).__name__}: {exc}); free some space")
+        run.discard_unfinished_checkpoints()
         if not resume and not run.metrics():
             if tracker is not None:  # its writer thread would otherwise recreate the folder when it flushes
                 tracker.close()
                 tracker = None
             shutil.rmtree(run.path, ignore_errors=True)  # a start that failed leaves nothing behind
-        if isinstance(exc, ClusterError):
-            raise ClusterError(f"{exc}; {interrupted_message(run, step + 1, resume).replace('interrupted during', 'failed in')}") from None
+        if isinstance(exc, (ClusterError, RunDirError)):
+            failed = interrupted_message(run, current, resume).replace('interrupted during', 'failed in')
+            raise type(exc)(f"{exc}; {failed}") from None
         raise
     finally:
         if engine is not None:

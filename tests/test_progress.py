@@ -90,3 +90,24 @@ def test_a_stopped_sft_says_so_and_leaves_no_run_directory(tmp_path, sig, code, 
     assert err.strip().splitlines()[-2:] == [f"sft stopped: {tmp_path / 's'} was removed (an SFT run cannot be resumed: start it again)",
                                               f"llm-marl: {said}"]
     assert not (tmp_path / "s").exists() and "Traceback" not in err
+
+
+def test_a_stopped_run_names_the_step_in_progress(tmp_path):
+    """Stopped during step 2's rollout, after step 1's checkpoint: the message says step 2 (it once said 3)."""
+    from llm_marl.config import ModelConfig, RunConfig
+    from llm_marl.trainer import TrainConfig, TrainingInterrupted, train
+
+    latest = tmp_path / "r" / "checkpoints" / "LATEST"
+
+    def reply(request, k):
+        if latest.exists():
+            raise KeyboardInterrupt
+        return "#### [U]"
+
+    config = TrainConfig(model=ModelConfig(model="tiny-random", lora_r=4, lora_alpha=8),
+                         run=RunConfig(env="plan_path", env_args=QUICK, steps=3, out_dir=str(tmp_path), run_name="r", progress=False))
+    with pytest.raises(TrainingInterrupted) as stopped:
+        train(config, log=lambda *_: None, engine_factory=lambda policy: ScriptedEngine(reply))
+    assert str(stopped.value) == (f"interrupted during step 2; the last checkpoint is {tmp_path / 'r' / 'checkpoints' / 'step_000001'} "
+                                  f"(step 1); continue with: llm-marl train --resume {tmp_path / 'r'}")
+    assert stopped.value.exit_code == 130

@@ -134,3 +134,63 @@ def test_eval_with_a_damaged_policy_set_is_one_line(finished, tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].startswith("llm-marl: error:") and "policy_set.json is damaged" in err[-1]
     assert not any("Traceback" in line for line in err)
+
+
+# ---------------------------------------------------------------------------- a full disk
+def test_no_room_for_a_checkpoint_is_one_line_before_it_is_written(tmp_path, capsys, monkeypatch):
+    """Checked before a checkpoint starts (a partial one would take the space left): the size of the last one, or
+    for the first one three times the adapters' bytes (the adapters and AdamW's two moments)."""
+    monkeypatch.setattr("llm_marl.runs.free_bytes", lambda path: 1000)
+    assert main(["train", *ARGS, "--steps", "2", "--out-dir", str(tmp_path), "--run-name", "r"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.startswith("llm-marl: error: no space for the checkpoint of step 1: about ") and "MiB needed, 0 MiB free" in err
+    assert err.endswith(f"; free some space; failed in step 1; no checkpoint was written yet; continue with: llm-marl train "
+                        f"--resume {tmp_path / 'r'}")
+    assert not list((tmp_path / "r" / "checkpoints").iterdir())
+    monkeypatch.undo()  # space freed: the run goes on from step 1 (its logged step is redone)
+    code, _ = resume(tmp_path / "r", capsys, steps=2)
+    assert code == 0 and steps_logged(tmp_path / "r") == [1, 2]
+
+
+def test_a_write_that_fails_on_a_full_disk_is_one_line_and_resumable(finished, tmp_path, capsys, monkeypatch):
+    """torch.save reports a full disk as a RuntimeError of its own ("unexpected pos"): the file system's free space
+    tells. The unfinished checkpoint is removed; the finished ones stay and the run resumes from the newest."""
+    import torch
+
+    run = tmp_path / "run"
+    shutil.copytree(finished, run)
+    free = {"bytes": 10 << 30}
+    real_save = torch.save
+
+    def save(obj, path, *args, **kwargs):
+        free["bytes"] = 100  # the disk filled up while the checkpoint was written
+        real_save(obj, path, *args, **kwargs)
+        raise RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 576 vs 534")
+
+    monkeypatch.setattr("llm_marl.runs.free_bytes", lambda path: free["bytes"])
+    monkeypatch.setattr(torch, "save", save)
+    code, err = resume(run, capsys, steps=4)
+    assert code == 2
+    assert err.strip().splitlines()[-1] == (
+        f"llm-marl: error: no space left where {run} is (RuntimeError: [enforce fail at inline_container.cc:672] . unexpected "
+        f"pos 576 vs 534); free some space; failed in step 4; the last checkpoint is {run / 'checkpoints' / 'step_000003'} "
+        f"(step 3); continue with: llm-marl train --resume {run}")
+    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["LATEST", "step_000002", "step_000003"]
+    monkeypatch.undo()
+    code, _ = resume(run, capsys, steps=4)
+    assert code == 0 and steps_logged(run) == [1, 2, 3, 4]
+
+
+def test_another_failure_with_room_left_is_not_called_a_full_disk(finished, tmp_path, capsys, monkeypatch):
+    import torch
+
+    run = tmp_path / "run"
+    shutil.copytree(finished, run)
+
+    def save(obj, path, *args, **kwargs):
+        raise RuntimeError("something else")
+
+    monkeypatch.setattr(torch, "save", save)
+    with pytest.raises(RuntimeError, match="something else"):
+        resume(run, capsys, steps=4)
+    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["LATEST", "step_000002", "step_000003"]

@@ -236,3 +236,20 @@ def test_resume_needs_the_warm_start_only_without_a_checkpoint(tmp_path, capsys)
     assert main(["train", "--resume", str(tmp_path / "rl"), "--steps", "2"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-2].startswith("no checkpoint in") and err[-1].startswith(f"llm-marl: error: --init-adapters {tmp_path / 'warm'}: no policy_set.json")
+
+
+def test_sft_on_a_full_disk_is_one_line_and_leaves_no_run_directory(tmp_path, capsys, monkeypatch):
+    import errno
+
+    from llm_marl.runs import RunDir
+
+    def full(self, step, metrics):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(RunDir, "log_metrics", full)
+    assert main(["sft", "--env", "plan_path", *TINY_ARGS, "--model", "tiny-random", "--demos", "2", "--heldout-demos", "0",
+                 "--out-dir", str(tmp_path), "--run-name", "s"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err == (f"llm-marl: error: no space left where {tmp_path / 's'} was (OSError: [Errno 28] No space left on device); "
+                   f"{tmp_path / 's'} was removed: free some space and start it again")
+    assert not (tmp_path / "s").exists()
