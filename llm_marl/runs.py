@@ -45,6 +45,11 @@ class RunDirError(ValueError):
     """A run directory that cannot be used as it is; the message names the file and the fix."""
 
 
+class CheckpointMismatch(RunDirError):
+    """A checkpoint written for other adapters than this run's (another --policy, or other roles): it is not
+    damaged, so `resume_point` stops at it instead of falling back to an older one."""
+
+
 _NO_SPACE = {errno.ENOSPC, errno.EDQUOT}
 _MIB = 1 << 20
 
@@ -253,6 +258,8 @@ class RunDir:
         for step, path in self.checkpoints():
             try:
                 loaded = load(path)
+            except CheckpointMismatch:
+                raise
             except Exception as exc:  # noqa: BLE001 -- any damage makes this checkpoint unusable; try the one before
                 problems.append(f"{path.name}: {type(exc).__name__}: {str(exc)[:200]}")
                 log(f"checkpoint {path.name} cannot be loaded ({problems[-1]}); trying an older one")

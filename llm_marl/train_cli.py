@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -66,7 +67,8 @@ def add_commands(sub: Any, argv: Sequence[str]) -> None:
         from llm_marl.distributed.config import ClusterConfig
 
         add_arguments(p, ClusterConfig, "cluster (Ray actors and trainer ranks; needs pip install -e '.[ray]')")
-    p.add_argument("--resume", metavar="RUN_DIR", help="continue a killed run from its last checkpoint (flags given override its config)")
+    p.add_argument("--resume", metavar="RUN_DIR", help="continue a killed run from its last checkpoint (flags given override its config, except "
+                   "--env, --algo, --model, --policy and the LoRA shape, which its checkpoints hold)")
     p.add_argument("--config", metavar="FILE", help="settings from a YAML or JSON file with the sections of a run's config.json "
                    "(model, sampling, optim, run, algo, credit); any run's config.json reproduces it; flags override the file")
     p.set_defaults(func=cmd_train, algo_id=algo_id)
@@ -105,6 +107,22 @@ def add_commands(sub: Any, argv: Sequence[str]) -> None:
     p.set_defaults(func=cmd_eval)
 
 
+# What a resumed run keeps: its checkpoints hold adapters of this base model, σ and LoRA shape, trained by
+# this algorithm on this environment.
+_KEPT_ON_RESUME = (("run", "env"), ("run", "algo"), ("model", "model"), ("model", "policy"), ("model", "lora_r"),
+                   ("model", "lora_alpha"))
+
+
+def _check_resume_keeps(resume: str, saved: dict[str, Any], config: Any) -> None:
+    changed = [f"--{key.replace('_', '-')} {getattr(getattr(config, section), key)} (the run's is {saved[section][key]})"
+               for section, key in _KEPT_ON_RESUME
+               if key in saved.get(section, {}) and getattr(getattr(config, section), key) != saved[section][key]]
+    if changed:
+        raise ValueError(f"a resumed run keeps its environment, algorithm, model, --policy and LoRA shape: drop "
+                         f"{', '.join(changed)}; or start a new run from its weights with --init-adapters "
+                         f"{shlex.quote(str(Path(resume) / 'checkpoints' / 'step_N' / 'adapters'))}")
+
+
 def cmd_train(args: argparse.Namespace) -> int:
     from llm_marl.cli import UserError
     from llm_marl.distributed.config import ClusterConfig, ClusterError
@@ -138,6 +156,8 @@ def cmd_train(args: argparse.Namespace) -> int:
             credit=from_args(CreditConfig, args, base.get("credit")),
             cluster=from_args(ClusterConfig, args, base.get("cluster")),
         )
+        if args.resume:
+            _check_resume_keeps(args.resume, base, config)
         if config.cluster.enabled:
             from llm_marl.distributed import require_ray
 

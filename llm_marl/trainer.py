@@ -46,7 +46,7 @@ from llm_marl.engines.base import SamplingParams
 from llm_marl.interrupts import sigterm_interrupts, stopped_by
 from llm_marl.loss import LossConfig
 from llm_marl.rollout import Rollout, Sample, batches_by_adapter, make_tasks, rollout
-from llm_marl.runs import RunDir, RunDirError, out_of_space
+from llm_marl.runs import CheckpointMismatch, RunDir, RunDirError, out_of_space
 from llm_marl.update import apply_update, clipped_step, loss_units, minibatches, plan_update  # noqa: F401 (loss_units, minibatches: re-exported)
 from llm_marl.tracking import open_tracker
 from llm_marl.signal import postfix, run_counts, signal_metrics, step_line, step_messages, wave_progress
@@ -258,6 +258,9 @@ def read_checkpoint(path: Any, adapters: tuple[str, ...]) -> dict[str, Any]:
     state = torch.load(path / TRAINER_STATE, weights_only=True, map_location="cpu")
     for key in ("optimizers", "schedulers"):
         missing = [a for a in adapters if a not in state.get(key, {})]
+        if state.get(key) and set(state[key]) != set(adapters):
+            raise CheckpointMismatch(f"{path} holds adapters {sorted(state[key])}, this run trains {list(adapters)}: resume "
+                                     "with the run's own --policy and --env-arg mode")
         if missing:
             raise ValueError(f"{TRAINER_STATE} has no {key} state for adapters {missing}")
     manifest = json.loads((path / "adapters" / MANIFEST).read_text())

@@ -194,3 +194,37 @@ def test_another_failure_with_room_left_is_not_called_a_full_disk(finished, tmp_
     with pytest.raises(RuntimeError, match="something else"):
         resume(run, capsys, steps=4)
     assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["LATEST", "step_000002", "step_000003"]
+
+
+# ---------------------------------------------------------------------------- a resume that changes the run
+@pytest.mark.parametrize("flags, named", [
+    (["--policy", "per-role"], "drop --policy per-role (the run's is shared)"),
+    (["--lora-r", "8"], "drop --lora-r 8 (the run's is 4)"),
+    (["--model", "smollm2-135m"], "drop --model smollm2-135m (the run's is tiny-random)"),
+    (["--env", "sokoban"], "drop --env sokoban (the run's is plan_path)"),
+    (["--algo", "grpo"], "drop --algo grpo (the run's is at-grpo)"),
+])
+def test_a_resume_that_changes_what_the_checkpoints_hold_is_refused_in_one_line(run, capsys, monkeypatch, flags, named):
+    """These once ended in tracebacks (a LoRA or model shape mismatch, an AttributeError) or, for --policy, in advice
+    to move the 'damaged' checkpoints away."""
+    from llm_marl.policies import PolicySet
+
+    monkeypatch.setattr(PolicySet, "from_pretrained", classmethod(lambda *a, **k: pytest.fail("a model was loaded")))
+    before = sorted(p.name for p in (run / "checkpoints").iterdir())
+    assert main(["train", "--resume", str(run), "--steps", "4", *flags]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and named in err
+    assert err.endswith(f"start a new run from its weights with --init-adapters {run / 'checkpoints' / 'step_N' / 'adapters'}")
+    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == before and steps_logged(run) == [1, 2, 3]
+
+
+def test_a_resume_whose_roles_differ_from_the_checkpoints_stops_at_the_newest(tmp_path, capsys):
+    """Another --env-arg mode gives other roles, so per-role adapters differ from the checkpoint's: not damage, so the
+    older checkpoint is not tried and nothing is set aside."""
+    assert main(["train", *ARGS, "--policy", "per-role", "--steps", "1", "--out-dir", str(tmp_path), "--run-name", "r"]) == 0
+    capsys.readouterr()
+    assert main(["train", "--resume", str(tmp_path / "r"), "--steps", "2", "--env-arg", "mode=planner", "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == (f"llm-marl: error: {tmp_path / 'r' / 'checkpoints' / 'step_000001'} holds adapters ['planner', 'tool'], "
+                       "this run trains ['planner']: resume with the run's own --policy and --env-arg mode")
+    assert not any("trying an older one" in line for line in err) and steps_logged(tmp_path / "r") == [1]
