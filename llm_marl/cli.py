@@ -23,6 +23,17 @@ class UserError(Exception):
     """A mistake the user can fix; printed without a traceback."""
 
 
+def seed_arg(text: str) -> int:
+    """argparse type of a --seed: a whole number >= 0 (numpy's generators take no other)."""
+    try:
+        seed = int(text)
+    except ValueError:
+        seed = -1
+    if seed < 0:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 0, got {text!r}")
+    return seed
+
+
 def parse_env_args(pairs: Sequence[str]) -> dict[str, Any]:
     """`--env-arg height=6 --env-arg mode=planner` -> {"height": 6, "mode": "planner"}."""
     out: dict[str, Any] = {}
@@ -181,7 +192,7 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     p.add_argument("--env", required=True, help="environment name (see `llm-marl envs`)")
     p.add_argument("--agent", default="oracle", help="oracle | random | garbage | api (a served model: --base-url, --model)")
     p.add_argument("--model", default=None, help="with --agent api: the model name the server serves")
-    p.add_argument("--seed", type=int, default=0, help="instance seed")
+    p.add_argument("--seed", type=seed_arg, default=0, help="instance seed")
     p.add_argument("--split", default="test", choices=["train", "val", "test", "all"],
                    help="split the instance is drawn from; all: every row of the dataset once, one episode each "
                    "(environments given a dataset file, folder or Hub id), then a line of totals")

@@ -10,6 +10,7 @@ import argparse
 import ast
 import dataclasses
 import json
+import math
 import types
 import typing
 from dataclasses import dataclass, field
@@ -40,6 +41,10 @@ class ModelConfig:
     def __post_init__(self) -> None:
         if self.lora_r < 1:
             raise ValueError(f"--lora-r must be >= 1, got {self.lora_r}")
+        if self.lora_alpha <= 0:
+            raise ValueError(f"--lora-alpha must be > 0, got {self.lora_alpha}")
+        if not 0 <= self.lora_dropout < 1:
+            raise ValueError(f"--lora-dropout must be in [0, 1), got {self.lora_dropout}")
         from llm_marl.models import resolve_device
 
         resolve_device(self.device)  # a GPU asked for must be there: say so before the model loads
@@ -51,8 +56,9 @@ class SamplingConfig:
     max_new_tokens: int = opt(96, "longest reply, in tokens (the quick CPU default; the papers use up to 4096)")
 
     def __post_init__(self) -> None:
-        if self.temperature <= 0:
-            raise ValueError(f"--temperature must be > 0 for RL rollouts (got {self.temperature}); use eval for greedy decoding")
+        if not 0 < self.temperature < math.inf:
+            raise ValueError(f"--temperature must be > 0 and finite for RL rollouts (got {self.temperature}); use eval for greedy "
+                             "decoding")
         if self.max_new_tokens < 1:
             raise ValueError(f"--max-new-tokens must be >= 1, got {self.max_new_tokens}")
 
@@ -79,8 +85,16 @@ class OptimConfig:
         None, "loss aggregation: mean over all tokens; mean over sequences of per-sequence means; or of per-sequence sums (AT-GRPO Eq. 3); unset: the algorithm's paper setting")
 
     def __post_init__(self) -> None:
-        if self.lr <= 0:
-            raise ValueError(f"--lr must be > 0, got {self.lr}")
+        if not 0 < self.lr < math.inf:
+            raise ValueError(f"--lr must be > 0 and finite, got {self.lr}")
+        if not 0 <= self.weight_decay < math.inf:
+            raise ValueError(f"--weight-decay must be >= 0 and finite, got {self.weight_decay}")
+        if self.warmup_steps < 0:
+            raise ValueError(f"--warmup-steps must be >= 0, got {self.warmup_steps}")
+        if not self.grad_clip > 0:  # 0 would scale every gradient to nothing; inf turns clipping off
+            raise ValueError(f"--grad-clip must be > 0 (inf: no clipping), got {self.grad_clip}")
+        if not (0 <= self.clip_eps < 1 and self.clip_eps_high >= 0):
+            raise ValueError(f"--clip-eps must be in [0, 1) and --clip-eps-high >= 0, got {self.clip_eps} and {self.clip_eps_high}")
         if self.minibatch_size < 1 or self.epochs < 1:
             raise ValueError("--minibatch-size and --epochs must be >= 1")
         if self.kl_beta is not None and self.kl_beta < 0:
@@ -126,6 +140,8 @@ class RunConfig:
     def __post_init__(self) -> None:
         if self.steps < 1 or self.envs_per_step < 1:
             raise ValueError("--steps and --envs-per-step must be >= 1")
+        if self.seed < 0:
+            raise ValueError(f"--seed must be >= 0, got {self.seed}")
         if self.eval_episodes < 0:
             raise ValueError(f"--eval-episodes must be >= 0, got {self.eval_episodes}")
         if self.threads < 0:

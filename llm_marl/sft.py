@@ -61,8 +61,10 @@ class SFTConfig:
             raise ValueError(f"--demos must be >= 1 (or pass --data), got {self.demos}")
         if not 0.0 <= self.demo_noise < 1.0:
             raise ValueError(f"--demo-noise must be in [0, 1), got {self.demo_noise}")
-        if self.epochs < 1 or self.batch_size < 1 or self.micro_batch_size < 1 or self.lr <= 0 or self.heldout_demos < 0:
-            raise ValueError("--epochs, --batch-size and --micro-batch-size must be >= 1, --lr > 0 and --heldout-demos >= 0")
+        if self.epochs < 1 or self.batch_size < 1 or self.micro_batch_size < 1 or not 0 < self.lr < math.inf or self.heldout_demos < 0:
+            raise ValueError("--epochs, --batch-size and --micro-batch-size must be >= 1, --lr > 0 and finite and --heldout-demos >= 0")
+        if self.seed < 0:
+            raise ValueError(f"--seed must be >= 0, got {self.seed}")
 
 
 @dataclass(frozen=True)

@@ -90,7 +90,9 @@ def add_commands(sub: Any, argv: Sequence[str]) -> None:
                    help="all: every row of the dataset once (environments given a dataset file, folder or Hub id)")
     p.add_argument("--n", type=int, default=None, help="episodes (default 20; with a dataset, distinct rows, default all of "
                    "the split): generated instances take seeds seed..seed+n-1")
-    p.add_argument("--seed", type=int, default=0)
+    from llm_marl.cli import seed_arg
+
+    p.add_argument("--seed", type=seed_arg, default=0)
     p.add_argument("--model", default=None, help="model name or folder (see train --model); default: the base model of "
                    f"--adapters, else {ModelConfig.model}; with --engine api: the model name the server serves (required)")
     p.add_argument("--adapters", default=None, help="adapters folder of a run (RUN_DIR/adapters or a checkpoint's adapters)")
@@ -265,9 +267,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
         if args.n is None and make_raw(args.env, **env_kwargs).dataset_instances() is None:
             args.n = 20  # generated instances; a dataset's default is every row of the split
         episode_tasks(args.env, args.n, args.split, args.seed, env_kwargs)  # a too-small dataset says so before any model loads
+        sampling = SamplingParams(temperature=args.temperature, max_new_tokens=args.max_new_tokens)
     except (ValueError, TypeError) as exc:
         raise UserError(str(exc)) from None
-    sampling = SamplingParams(temperature=args.temperature, max_new_tokens=args.max_new_tokens)
     engine, sigma = _eval_engine(args, env_kwargs, UserError)
     from llm_marl.engines.api import APIError
 

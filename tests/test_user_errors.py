@@ -418,3 +418,42 @@ def test_train_with_damaged_init_adapter_weights(capsys, tiny_adapters, tmp_path
     assert "Traceback" not in err
     assert err.splitlines()[-1].startswith(f"llm-marl: error: {warm / 'shared' / 'adapter_model.safetensors'} cannot be read")
     assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
+
+
+# -------------------------------------------------------------------------------- values out of range
+@pytest.mark.parametrize("flags, needle", [
+    (["--steps", "0"], "--steps and --envs-per-step must be >= 1"),
+    (["--seed", "-1"], "--seed must be >= 0, got -1"),
+    (["--lr", "nan"], "--lr must be > 0 and finite, got nan"),
+    (["--lr", "inf"], "--lr must be > 0 and finite, got inf"),
+    (["--weight-decay", "-1"], "--weight-decay must be >= 0 and finite"),
+    (["--warmup-steps", "-1"], "--warmup-steps must be >= 0"),
+    (["--grad-clip", "0"], "--grad-clip must be > 0 (inf: no clipping)"),
+    (["--clip-eps", "-0.1"], "--clip-eps must be in [0, 1)"),
+    (["--clip-eps-high", "-1"], "--clip-eps-high >= 0"),
+    (["--temperature", "nan"], "--temperature must be > 0 and finite"),
+    (["--temperature", "inf"], "--temperature must be > 0 and finite"),
+    (["--lora-alpha", "0"], "--lora-alpha must be > 0"),
+    (["--lora-dropout", "1"], "--lora-dropout must be in [0, 1)"),
+])
+def test_train_values_out_of_range(capsys, no_model_loads, flags, needle):
+    """Each of these once ran (a zero --grad-clip trains nothing; an infinite temperature samples uniformly) or ended
+    in a traceback from torch or numpy."""
+    one_line_error(capsys, ["train", "--env", "plan_path", "--model", "tiny-random", *flags], needle)
+
+
+@pytest.mark.parametrize("flags, needle", [
+    (["--temperature", "nan"], "--temperature must be >= 0 and finite (0: greedy), got nan"),
+    (["--temperature", "-1"], "--temperature must be >= 0 and finite"),
+    (["--max-new-tokens", "0"], "--max-new-tokens must be >= 1"),
+])
+def test_eval_values_out_of_range(capsys, no_model_loads, flags, needle):
+    one_line_error(capsys, ["eval", "--env", "plan_path", "--model", "tiny-random", "--n", "1", *flags], needle)
+
+
+@pytest.mark.parametrize("command", [["eval", "--model", "tiny-random"], ["play", "--agent", "oracle"]])
+def test_a_negative_seed_is_refused_by_the_parser(capsys, command):
+    with pytest.raises(SystemExit) as exit_:
+        main([command[0], "--env", "plan_path", *command[1:], "--seed", "-1"])
+    assert exit_.value.code == 2
+    assert "argument --seed: must be a whole number >= 0, got '-1'" in capsys.readouterr().err

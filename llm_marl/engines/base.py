@@ -7,6 +7,7 @@ adapter and number of samples `n`, so a backend can batch them however suits it.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
@@ -37,12 +38,12 @@ class SamplingParams:
         return self.temperature == 0.0
 
     def __post_init__(self) -> None:
-        if self.temperature < 0:
-            raise ValueError(f"temperature must be >= 0, got {self.temperature}")
+        if not 0 <= self.temperature < math.inf:
+            raise ValueError(f"--temperature must be >= 0 and finite (0: greedy), got {self.temperature}")
         if not 0 < self.top_p <= 1:
             raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
         if self.max_new_tokens < 1:
-            raise ValueError(f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
+            raise ValueError(f"--max-new-tokens must be >= 1, got {self.max_new_tokens}")
 
 
 @dataclass
