@@ -99,6 +99,12 @@ def parse_policy(spec: str, roles: Sequence[str] | None = None) -> dict[str, str
     return sigma
 
 
+def saved_set_folder(directory: str | Path) -> Path:
+    """The folder `PolicySet.save` wrote: `directory` itself, or for a run directory its `adapters/`."""
+    directory = Path(directory)
+    return directory / "adapters" if (directory / "adapters" / MANIFEST).is_file() else directory
+
+
 def warm_start_sources(directory: str | Path, sigma: Mapping[str, str], lora: LoRAConfig, model_path: str | None = None,
                        adapters: Sequence[str] | None = None) -> tuple[Path, dict[str, str]]:
     """Where `PolicySet.init_from` starts each adapter: (the saved set's folder, {adapter: saved adapter}).
@@ -108,9 +114,7 @@ def warm_start_sources(directory: str | Path, sigma: Mapping[str, str], lora: Lo
     AdapterFolderError naming the fix when the folder holds no saved set, when a role has no saved adapter,
     when m's roles were trained as different adapters, or when the LoRA shape or the base model differ.
     """
-    directory = Path(directory)
-    if (directory / "adapters" / MANIFEST).is_file():  # a run directory
-        directory = directory / "adapters"
+    directory = saved_set_folder(directory)
     manifest_path = directory / MANIFEST
     if not manifest_path.is_file():
         raise AdapterFolderError(f"--init-adapters {directory}: no {MANIFEST} there; pass a run directory or its adapters folder "

@@ -95,7 +95,8 @@ def add_commands(sub: Any, argv: Sequence[str]) -> None:
     p.add_argument("--seed", type=seed_arg, default=0)
     p.add_argument("--model", default=None, help="model name or folder (see train --model); default: the base model of "
                    f"--adapters, else {ModelConfig.model}; with --engine api: the model name the server serves (required)")
-    p.add_argument("--adapters", default=None, help="adapters folder of a run (RUN_DIR/adapters or a checkpoint's adapters)")
+    p.add_argument("--adapters", default=None, help="a run's adapters: RUN_DIR (its final ones), RUN_DIR/adapters or a "
+                   "checkpoint's adapters folder")
     p.add_argument("--policy", default="shared", help="role->adapter map when no --adapters are given")
     p.add_argument("--engine", default="hf", choices=["hf", "vllm", "api"])
     p.add_argument("--device", default="auto", help="where the model runs with --engine hf: auto (cuda when torch sees a GPU, "
@@ -320,7 +321,8 @@ def load_policy(model: str, roles: list[str], policy: str = "shared", adapters: 
     if adapters is not None:
         manifest = Path(adapters) / MANIFEST
         if not manifest.is_file():
-            raise FileNotFoundError(f"{manifest} not found: --adapters takes RUN_DIR/adapters or a checkpoint's adapters folder")
+            raise FileNotFoundError(f"{manifest} not found: --adapters takes a run directory, RUN_DIR/adapters or a checkpoint's "
+                                    "adapters folder")
         try:
             saved = json.loads(manifest.read_text())
             lora = LoRAConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in saved["lora"].items()})
@@ -349,6 +351,10 @@ def _eval_engine(args: argparse.Namespace, env_kwargs: dict[str, Any], user_erro
 
         return make_api_engine(args, "--engine api"), None
     try:
+        if args.adapters is not None:
+            from llm_marl.policies import saved_set_folder
+
+            args.adapters = str(saved_set_folder(args.adapters))  # a run directory stands for its final adapters
         args.model = args.model or adapters_base_model(args.adapters) or ModelConfig.model
         roles = list(make_raw(args.env, **env_kwargs).possible_agents)
         if args.adapters is None:

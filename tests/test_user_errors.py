@@ -359,6 +359,17 @@ def test_eval_adapters_use_their_base_model_by_default(capsys, tiny_adapters, tm
     assert result["model"] == base and result["episodes"] == 1
 
 
+def test_eval_adapters_of_a_run_directory_are_its_final_adapters(capsys, tiny_adapters, tmp_path):
+    import shutil
+
+    folder, base = tiny_adapters
+    shutil.copytree(folder, tmp_path / "run" / "adapters")
+    out = tmp_path / "eval.json"
+    assert main(["eval", *PLANNER, "--adapters", str(tmp_path / "run"), "--n", "1", "--max-new-tokens", "4", "--out", str(out)]) == 0
+    result = json.loads(out.read_text())
+    assert result["adapters"] == str(tmp_path / "run" / "adapters") and result["model"] == base
+
+
 def test_eval_adapters_from_another_base_model(capsys, tiny_adapters, tmp_path, no_model_loads):
     folder, base = tiny_adapters
     other = tmp_path / "other-model"
