@@ -14,13 +14,35 @@ from __future__ import annotations
 import argparse
 import ast
 import json
+import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 
 class UserError(Exception):
     """A mistake the user can fix; printed without a traceback."""
+
+
+def check_output_file(path: str | Path, flag: str) -> Path:
+    """`path` as a file this process can write (its folder exists and is writable), checked before the work
+    whose result it keeps; else a UserError naming `flag`."""
+    path = Path(path)
+    folder = path.parent
+    if path.is_dir() or not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        why = ("it is a folder" if path.is_dir() else f"{folder} is not a folder" if not folder.is_dir()
+               else "it cannot be written")
+        raise UserError(f"{flag} {path}: {why}; pass a file in a writable folder")
+    return path
+
+
+def write_output_file(path: Path, text: str, flag: str) -> None:
+    """Write a command's result to `path` (checked by `check_output_file`); a failure is a UserError."""
+    try:
+        path.write_text(text)
+    except OSError as exc:
+        raise UserError(f"cannot write {flag} {path} ({exc.strerror or exc})") from None
 
 
 def seed_arg(text: str) -> int:

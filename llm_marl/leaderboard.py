@@ -21,6 +21,7 @@ its last checkpoint (the table's "train s" then says "resumed": it covers the la
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
 import shlex
@@ -177,13 +178,19 @@ def bar_chart(env: str, results: list[dict[str, Any]], path: str | Path) -> Path
 
 def cmd_leaderboard(args: Any) -> int:
     from baselines import rows
-    from llm_marl.cli import UserError
+    from llm_marl.cli import UserError, seed_arg
 
+    for flag, value, least in (("--steps", args.steps, 1), ("--n", args.n, 1), ("--max-new-tokens", args.max_new_tokens, 1),
+                               ("--warm-start-demos", args.warm_start_demos, 0)):
+        if value < least:  # checked here, not by the first row to run after hours of others
+            raise UserError(f"{flag} must be >= {least}, got {value}")
     try:
         table = rows(args.env, model=args.model, engine=args.engine, steps=args.steps, n_eval=args.n)
-        seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
+        seeds = [seed_arg(s.strip()) for s in args.seeds.split(",") if s.strip()]
     except ValueError as exc:
-        raise UserError(str(exc) if "seeds" not in str(exc) else f"--seeds takes integers like 0,1,2 ({exc})") from None
+        raise UserError(str(exc)) from None
+    except argparse.ArgumentTypeError as exc:
+        raise UserError(f"--seeds takes whole numbers >= 0 like 0,1,2: {exc}") from None
     if not seeds:
         raise UserError("--seeds needs at least one seed, e.g. --seeds 0,1,2")
     if args.dry_run:

@@ -192,20 +192,21 @@ pre {{ white-space: pre-wrap; max-width: 640px; margin: 0; font-size: 12px; }}
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from llm_marl.cli import UserError
+    from llm_marl.cli import UserError, check_output_file, write_output_file
 
     run_dirs = [Path(r) for r in args.runs]
     for d in run_dirs:
         if not (d / "metrics.jsonl").is_file():
             raise UserError(f"{d} has no metrics.jsonl: pass run directories written by `llm-marl train`")
-    out = Path(args.out) if args.out else (run_dirs[0] / "report.html" if len(run_dirs) == 1 else Path("report.html"))
+    out = check_output_file(args.out if args.out else (run_dirs[0] / "report.html" if len(run_dirs) == 1 else "report.html"),
+                            "--out")
     from llm_marl.runs import RunDirError
 
     try:
         page = render(run_dirs)
     except RunDirError as exc:
         raise UserError(str(exc)) from None
-    out.write_text(page)
+    write_output_file(out, page, "--out")
     print(out)
     return 0
 

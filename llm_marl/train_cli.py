@@ -252,7 +252,7 @@ def _sft_transcripts(config: Any) -> tuple[list[dict[str, Any]], list[dict[str, 
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from llm_marl.cli import UserError, parse_env_args
+    from llm_marl.cli import UserError, check_output_file, parse_env_args, write_output_file
     from llm_marl.config import quick_env_args
     from llm_marl.engines.base import SamplingParams
     from llm_marl.evaluate import evaluate
@@ -263,6 +263,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from llm_marl.evaluate import episode_tasks
     from llm_marl_envs.registry import make_raw
 
+    if args.out:
+        check_output_file(args.out, "--out")  # before the episodes whose result it keeps
     try:
         env_kwargs = quick_env_args(get_env(args.env).name, parse_env_args(args.env_arg))
         if args.n is None and make_raw(args.env, **env_kwargs).dataset_instances() is None:
@@ -283,9 +285,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
         engine.close()
     result.update({"model": args.model, "adapters": args.adapters, "engine": args.engine})
     text = json.dumps(result, indent=2)
+    print(text)  # first: a file that cannot be written then loses nothing
     if args.out:
-        Path(args.out).write_text(text + "\n")
-    print(text)
+        write_output_file(Path(args.out), text + "\n", "--out")
     return 0
 
 

@@ -139,3 +139,16 @@ def test_the_leaderboard_benchmark_takes_the_main_jobs_settings():
     assert "--oracle-arg=program=coords" in sft and "--lr=0.0007" in sft and "--epochs=2" in sft
     assert "--lr=2e-05" in train and "--temperature=0.5" in train and "--envs-per-step=4" in train
     assert [a for a in main_job_args("sokoban")[0] if a.startswith("--oracle-arg")] == ["--oracle-arg=program=answer"]
+
+
+@pytest.mark.parametrize("flags, said", [
+    (["--steps", "0"], "--steps must be >= 1, got 0"),
+    (["--n", "0"], "--n must be >= 1, got 0"),
+    (["--max-new-tokens", "0"], "--max-new-tokens must be >= 1, got 0"),
+    (["--warm-start-demos", "-1"], "--warm-start-demos must be >= 0, got -1"),
+    (["--seeds", "0,-1"], "--seeds takes whole numbers >= 0 like 0,1,2: must be a whole number >= 0, got '-1'"),
+    (["--seeds", "0,a"], "--seeds takes whole numbers >= 0 like 0,1,2: must be a whole number >= 0, got 'a'"),
+])
+def test_values_out_of_range_are_refused_before_any_row_runs(capsys, flags, said):
+    assert main(["leaderboard", "--env", "plan_path", *flags, "--dry-run"]) == 2
+    assert capsys.readouterr().err.strip() == f"llm-marl: error: {said}"

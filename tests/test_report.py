@@ -78,3 +78,25 @@ def test_report_renders_its_charts_in_headless_chromium(runs, tmp_path_factory, 
     counts = {c: int((pixels == [int(c[i:i + 2], 16) for i in (1, 3, 5)]).all(axis=1).sum()) for c in COLORS[:2]}
     # Both series colours are drawn (curves and markers), far beyond the legend swatches (100 px each).
     assert all(n > 1000 for n in counts.values()), counts
+
+
+@pytest.mark.parametrize("where", ["folder", "missing"])
+def test_an_out_that_cannot_be_written_is_one_line_before_the_page_is_built(runs, tmp_path, capsys, monkeypatch, where):
+    import llm_marl.report
+
+    monkeypatch.setattr(llm_marl.report, "render", lambda run_dirs: pytest.fail("the page was built"))
+    out = tmp_path if where == "folder" else tmp_path / "no-such-folder" / "r.html"
+    assert main(["report", str(runs[0]), "--out", str(out)]) == 2
+    said = "it is a folder" if where == "folder" else f"{out.parent} is not a folder"
+    assert capsys.readouterr().err.strip() == f"llm-marl: error: --out {out}: {said}; pass a file in a writable folder"
+
+
+def test_an_out_whose_write_fails_is_one_line(runs, tmp_path, capsys, monkeypatch):
+    from pathlib import Path
+
+    def fail(self, text):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(Path, "write_text", fail)
+    assert main(["report", str(runs[0]), "--out", str(tmp_path / "r.html")]) == 2
+    assert capsys.readouterr().err.strip() == f"llm-marl: error: cannot write --out {tmp_path / 'r.html'} (No space left on device)"

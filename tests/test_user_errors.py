@@ -468,3 +468,8 @@ def test_a_negative_seed_is_refused_by_the_parser(capsys, command):
         main([command[0], "--env", "plan_path", *command[1:], "--seed", "-1"])
     assert exit_.value.code == 2
     assert "argument --seed: must be a whole number >= 0, got '-1'" in capsys.readouterr().err
+
+
+def test_eval_out_in_a_missing_folder_is_refused_before_the_model_loads(capsys, no_model_loads, tmp_path):
+    one_line_error(capsys, ["eval", "--env", "plan_path", "--model", "tiny-random", "--out", str(tmp_path / "no" / "e.json")],
+                   f"--out {tmp_path / 'no' / 'e.json'}: {tmp_path / 'no'} is not a folder; pass a file in a writable folder")
