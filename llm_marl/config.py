@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import dataclasses
 import json
 import math
@@ -220,6 +221,52 @@ def from_args(cls: type, args: argparse.Namespace, base: dict[str, Any] | None =
     return cls(**{k: v for k, v in values.items() if k in {f.name for f in dataclasses.fields(cls)}})
 
 
+_KIND_WORDS = {bool: "true or false", int: "a whole number", float: "a number", str: "text", dict: "a mapping of options"}
+
+
+def typed_values(cls: type, values: dict[str, Any], where: str) -> dict[str, Any]:
+    """`values` of `cls`'s fields, checked against the types the fields declare (a file's values skip argparse).
+    A number that YAML reads as text is read as the number ("1e-3": PyYAML reads an exponent without a dot as a
+    string); a whole float for an int field is the int. Anything else is a ValueError naming `where` and the field."""
+    hints = typing.get_type_hints(cls)
+    out = {}
+    for name, value in values.items():
+        if name not in hints:  # not a setting of `cls`: the caller reports or drops it
+            out[name] = value
+            continue
+        annotation, what = hints[name], f"{where}.{name}"
+        kind = _base_type(annotation)
+        if value is None and type(None) in typing.get_args(annotation):
+            out[name] = None
+        elif typing.get_origin(kind) is Literal:
+            if value not in typing.get_args(kind):
+                raise ValueError(f"{what} must be one of {', '.join(map(repr, typing.get_args(kind)))}, got {value!r}")
+            out[name] = value
+        elif kind in _KIND_WORDS:
+            out[name] = _typed(value, kind, what)
+        else:
+            out[name] = value
+    return out
+
+
+def _typed(value: Any, kind: type, what: str) -> Any:
+    if kind in (int, float) and isinstance(value, str):
+        with contextlib.suppress(ValueError):
+            value = float(value.strip())
+    if isinstance(value, bool) or kind is bool:  # a bool is no number, and a number no bool
+        if isinstance(value, bool) and kind is bool:
+            return value
+    elif kind is int and isinstance(value, float) and value.is_integer():
+        return int(value)
+    elif kind is float and isinstance(value, (int, float)):
+        return float(value)
+    elif kind is str and isinstance(value, (int, float)):
+        return str(value)  # a run name or a model id YAML read as a number
+    elif isinstance(value, kind):
+        return value
+    raise ValueError(f"{what} must be {_KIND_WORDS[kind]}, got {value!r}")
+
+
 def read_config_file(path: str | Path, sections: dict[str, type | None]) -> dict[str, Any]:
     """A `--config` file (YAML or JSON) as {section: {field: value}}, checked against `sections`
     ({name: dataclass}, or None for a section that is accepted and ignored, like a run's
@@ -247,4 +294,5 @@ def read_config_file(path: str | Path, sections: dict[str, type | None]) -> dict
         if unknown:
             raise ValueError(f"--config {path}: section {name!r} has no setting {', '.join(map(repr, unknown))}; "
                              f"it has {', '.join(sorted(known))}")
+        data[name] = typed_values(cls, values, f"--config {path}: {name}")
     return data

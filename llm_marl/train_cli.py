@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from llm_marl.config import ModelConfig, OptimConfig, RunConfig, SamplingConfig, add_arguments, from_args
+from llm_marl.config import ModelConfig, OptimConfig, RunConfig, SamplingConfig, add_arguments, from_args, typed_values
 
 
 def chosen_algorithm(argv: Sequence[str]) -> str:
@@ -33,14 +33,19 @@ def chosen_algorithm(argv: Sequence[str]) -> str:
     return known.algo or RunConfig.algo
 
 
-def _read_train_config(path: str) -> dict[str, Any]:
-    from llm_marl.config import read_config_file
+def _train_sections() -> dict[str, type | None]:
+    """The sections of a train config (a `--config` file, a run's config.json); the algorithm's is typed by `cmd_train`."""
     from llm_marl.credit.team import CreditConfig
-
     from llm_marl.distributed.config import ClusterConfig
 
-    return read_config_file(path, {"model": ModelConfig, "sampling": SamplingConfig, "optim": OptimConfig, "run": RunConfig,
-                                   "algo": None, "credit": CreditConfig, "cluster": ClusterConfig, "resolved_env_args": None})
+    return {"model": ModelConfig, "sampling": SamplingConfig, "optim": OptimConfig, "run": RunConfig, "algo": None,
+            "credit": CreditConfig, "cluster": ClusterConfig, "resolved_env_args": None}
+
+
+def _read_train_config(path: str) -> dict[str, Any]:
+    from llm_marl.config import read_config_file
+
+    return read_config_file(path, _train_sections())
 
 
 def add_commands(sub: Any, argv: Sequence[str]) -> None:
@@ -139,6 +144,9 @@ def cmd_train(args: argparse.Namespace) -> int:
             from llm_marl.runs import RunDir
 
             base = RunDir.open(args.resume).load_config()
+            for section, cls in _train_sections().items():  # a hand-edited config.json is checked like a --config file
+                if cls is not None and isinstance(base.get(section), dict):
+                    base[section] = typed_values(cls, base[section], f"{Path(args.resume) / 'config.json'}: {section}")
         elif args.config:
             base = _read_train_config(args.config)
             if base.get("run", {}).get("algo", args.algo_id) != args.algo_id:
@@ -149,6 +157,9 @@ def cmd_train(args: argparse.Namespace) -> int:
 
         algorithm = get_algorithm(args.algo_id)
         algo_cls = algorithm.config_cls
+        if isinstance(base.get("algo"), dict):  # the algorithm's section is checked once the algorithm is known
+            base["algo"] = typed_values(algo_cls, base["algo"], f"--config {args.config}: algo" if args.config else
+                                        f"{Path(args.resume) / 'config.json'}: algo")
         config = TrainConfig(
             model=from_args(ModelConfig, args, base.get("model")),
             sampling=from_args(SamplingConfig, args, base.get("sampling")),

@@ -43,6 +43,14 @@ def test_a_saved_config_reproduces_the_run_and_flags_override_it(tmp_path, capsy
     ("run: {stepz: 3}", "section 'run' has no setting 'stepz'"),
     ("runn: {steps: 3}", "unknown section 'runn'"),
     ("run: [1, 2", "does not parse"),
+    ("optim: {lr: abc}", "optim.lr must be a number, got 'abc'"),
+    ("optim: {lr: [1]}", "optim.lr must be a number, got [1]"),
+    ("run: {steps: true}", "run.steps must be a whole number, got True"),
+    ("run: {steps: 1.5}", "run.steps must be a whole number, got 1.5"),
+    ("run: {deterministic: 1}", "run.deterministic must be true or false, got 1"),
+    ("run: {env_args: 3}", "run.env_args must be a mapping of options, got 3"),
+    ("optim: {schedule: cosin}", "optim.schedule must be one of 'constant', 'linear', 'cosine', got 'cosin'"),
+    ("algo: {K: four}", "algo.K must be a whole number, got 'four'"),
 ])
 def test_a_mistake_in_the_file_is_one_line(tmp_path, capsys, text, message):
     path = tmp_path / "bad.yaml"
@@ -57,3 +65,24 @@ def test_sft_reads_a_config_file(tmp_path, capsys):
     path.write_text("sft: {demos: 0}\nmodel: {model: tiny-random}\n")
     assert main(["sft", "--config", str(path), "--env", "plan_path"]) == 2  # the file's demos=0 is validated
     assert "--demos must be >= 1" in capsys.readouterr().err
+
+
+def test_numbers_yaml_reads_as_text_are_numbers(tmp_path):
+    """PyYAML reads `1e-3` (an exponent without a dot) as a string; a quoted whole number is a number too."""
+    from llm_marl.config import OptimConfig, RunConfig, read_config_file
+
+    path = tmp_path / "c.yaml"
+    path.write_text("optim: {lr: 1e-3, kl_beta: null}\nrun: {steps: '4', run_name: 2024}\n")
+    assert yaml.safe_load(path.read_text())["optim"]["lr"] == "1e-3"
+    data = read_config_file(path, {"optim": OptimConfig, "run": RunConfig})
+    assert data == {"optim": {"lr": 1e-3, "kl_beta": None}, "run": {"steps": 4, "run_name": "2024"}}
+
+
+def test_a_hand_edited_config_json_is_checked_on_resume(tmp_path, capsys):
+    assert main(["train", *ARGS, "--steps", "1", "--out-dir", str(tmp_path), "--run-name", "r"]) == 0
+    config = saved(tmp_path / "r")
+    config["optim"]["lr"] = "fast"
+    (tmp_path / "r" / "config.json").write_text(json.dumps(config))
+    capsys.readouterr()
+    assert main(["train", "--resume", str(tmp_path / "r"), "--steps", "2"]) == 2
+    assert capsys.readouterr().err.strip() == f"llm-marl: error: {tmp_path / 'r' / 'config.json'}: optim.lr must be a number, got 'fast'"
