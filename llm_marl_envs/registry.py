@@ -102,10 +102,15 @@ _KINDS = {bool: ("true or false", (bool,)), int: ("a whole number", (int,)), flo
 
 
 def check_kwargs(name: str, kwargs: dict[str, Any]) -> None:
-    """ValueError naming the option and the value expected when an option's value is of the wrong
-    kind (e.g. `height='abc'` for an integer option); options without a typed default are left to the env."""
+    """ValueError naming the options when one is unknown, and the option and the value expected when an
+    option's value is of the wrong kind (e.g. `height='abc'` for an integer option); options without a
+    typed default are left to the env."""
     entry = get(name)
     defaults = entry.kwargs()
+    unknown = sorted(set(kwargs) - set(defaults) - {"sandbox", "render_mode"})
+    if unknown:
+        raise ValueError(f"{entry.name} has no option {', '.join(map(repr, unknown))}; its options: {', '.join(defaults)} "
+                         "(`llm-marl envs` lists them with their defaults)")
     for key, value in kwargs.items():
         default = defaults.get(key)
         if type(default) not in _KINDS:

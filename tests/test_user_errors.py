@@ -339,6 +339,13 @@ def test_non_numeric_env_arg(capsys, no_model_loads, argv):
     one_line_error(capsys, argv, "option height takes a whole number", "height=10")
 
 
+@pytest.mark.parametrize("command", [["play", "--agent", "oracle"], ["eval", "--model", "tiny-random"], ["train", "--model", "tiny-random"],
+                                     ["sft", "--model", "tiny-random"]])
+def test_an_unknown_env_option_names_the_options(capsys, no_model_loads, command):
+    one_line_error(capsys, [command[0], "--env", "mass", *command[1:], "--env-arg", "max_turns=1"],
+                   "mass has no option 'max_turns'; its options: mode, hops, corpus_seed,", "`llm-marl envs` lists them")
+
+
 # -------------------------------------------------------------------------------- eval --adapters
 @pytest.fixture(scope="module")
 def tiny_adapters(tmp_path_factory):
