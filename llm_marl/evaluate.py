@@ -86,7 +86,8 @@ def evaluate(engine: Engine, env: str, *, n: int | None = None, split: str = "te
     - `mean_return[role]`: the sum of the role's step rewards in an episode, averaged; it grows
       with the number of turns taken, so compare it only between runs with the same turn budget.
     - `format_error_rate[role]`: replies that ended normally but did not follow the answer format;
-      `truncated_rate[role]`: replies cut off at `max_new_tokens` (not counted as format errors).
+      `truncated_rate[role]`: replies cut off at `max_new_tokens` (not counted as format errors);
+      `context_overflow_rate[role]`: prompts longer than the model's context window, left without a reply.
 
     `on_wave` is the rollout's progress callback (`llm_marl.rollout.rollout`).
     """
@@ -99,12 +100,14 @@ def evaluate(engine: Engine, env: str, *, n: int | None = None, split: str = "te
     step_rewards: dict[str, list[float]] = defaultdict(list)
     format_errors: dict[str, list[float]] = defaultdict(list)
     truncated: dict[str, list[float]] = defaultdict(list)
+    overflow: dict[str, list[float]] = defaultdict(list)
     turns: dict[str, int] = {}
     for sample in out.samples:
-        cut = sample.finish_reason == "length"
+        cut, no_room = sample.finish_reason == "length", sample.finish_reason == "context"
         step_rewards[sample.role].append(sample.reward)
         truncated[sample.role].append(float(cut))
-        format_errors[sample.role].append(float(sample.info.get("parse_error") is not None and not cut))
+        overflow[sample.role].append(float(no_room))
+        format_errors[sample.role].append(float(sample.info.get("parse_error") is not None and not cut and not no_room))
         turns[sample.episode_id] = max(turns.get(sample.episode_id, 0), sample.turn + 1)
     final_team = [float(out.samples[ep.sample_ids[-1]].info.get("team_reward", 0.0)) for ep in out.episodes if ep.sample_ids]
     mean = lambda xs: sum(xs) / len(xs) if xs else 0.0  # noqa: E731
@@ -118,6 +121,7 @@ def evaluate(engine: Engine, env: str, *, n: int | None = None, split: str = "te
         "mean_return": {role: mean(v) for role, v in sorted(returns.items())},
         "format_error_rate": {role: mean(v) for role, v in sorted(format_errors.items())},
         "truncated_rate": {role: mean(v) for role, v in sorted(truncated.items())},
+        "context_overflow_rate": {role: mean(v) for role, v in sorted(overflow.items())},
         "mean_turns": mean(list(turns.values())),
         "replies": len(out.samples),
         "cut_episodes": int(out.stats.get("cut_episodes", 0)),

@@ -37,21 +37,28 @@ def idle_adapters(metrics: dict[str, float], adapters: list[str]) -> list[str]:
     return [a for a in adapters if not metrics.get(f"update/{a}/optimizer_steps", 0)]
 
 
+def _failed_share(metrics: dict[str, float]) -> dict[str, float]:
+    """Per role, the share of replies that could earn no credit: malformed, cut off, or none (no room)."""
+    kinds = [_role_rates(metrics, key) for key in ("parse_error", "truncated", "context_overflow")]
+    return {r: min(1.0, sum(k.get(r, 0.0) for k in kinds)) for r in set().union(*kinds)}
+
+
 def _unusable_replies(metrics: dict[str, float]) -> str:
     """Why no reply of the step could earn credit ("" when some could): all cut off, or all malformed."""
-    format_errors, truncated = _role_rates(metrics, "parse_error"), _role_rates(metrics, "truncated")
+    truncated, overflow = _role_rates(metrics, "truncated"), _role_rates(metrics, "context_overflow")
+    if overflow and min(overflow.values()) >= 1.0:
+        return "no prompt fit the model's context window"
     if truncated and min(truncated.values()) >= 1.0:
         return "every reply was cut off at --max-new-tokens"
-    if format_errors and min(f + truncated.get(r, 0.0) for r, f in format_errors.items()) >= 1.0:
+    failed = _failed_share(metrics)
+    if failed and min(failed.values()) >= 1.0:
         return "no reply followed the answer format"
     return ""
 
 
 def _usable_share(metrics: dict[str, float]) -> float:
     """The smallest share, over the roles, of replies that were neither malformed nor cut off."""
-    format_errors, truncated = _role_rates(metrics, "parse_error"), _role_rates(metrics, "truncated")
-    return 1.0 - max((min(1.0, format_errors.get(r, 0.0) + truncated.get(r, 0.0)) for r in {*format_errors, *truncated}),
-                     default=0.0)
+    return 1.0 - max(_failed_share(metrics).values(), default=0.0)
 
 
 def step_messages(metrics: dict[str, float], adapters: list[str], hints: set[str], env: str = "ENV",
@@ -76,13 +83,18 @@ def step_messages(metrics: dict[str, float], adapters: list[str], hints: set[str
                 hints.add("collapse")
                 messages.append(f"hint: in the step before, {_usable_share(previous):.0%} or more of every role's replies were "
                                 "usable, and its update left none: it moved the policy too far; lower --lr and start again")
-        elif why and "warm-start" not in hints:
+        elif why and "warm-start" not in hints and "context window" not in why:  # an overflow has its own message
             hints.add("warm-start")
             advice = ("the warm start (--init-adapters) is too small for this: give `llm-marl sft` more demonstrations "
                       "(--demos) or epochs (--epochs)" if warm_started else
                       f"warm-start the policy on demonstrations first: `llm-marl sft --env {env}`, then "
                       "`llm-marl train ... --init-adapters RUN_DIR/adapters`")
             messages.append(f"hint: {advice}" + ("; or raise --max-new-tokens" if "cut off" in why else ""))
+    overflow = {r: v for r, v in _role_rates(metrics, "context_overflow").items() if v > 0}
+    if overflow:
+        shares = ", ".join(f"{role} {value:.0%}" for role, value in sorted(overflow.items()))
+        messages.append(f"prompts longer than the model's context window got no reply (penalised as malformed): {shares}; "
+                        "shorten the episodes (fewer turns, smaller instances) or use a model with a longer context")
     for adapter in adapters:
         skipped = int(metrics.get(f"update/{adapter}/skipped_nonfinite", 0) + metrics.get(f"dpo/{adapter}/skipped_nonfinite", 0))
         if skipped:

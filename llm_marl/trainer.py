@@ -204,10 +204,12 @@ def step_metrics(out: Rollout) -> dict[str, float]:
         fields[s.role]["reward"].append(s.reward)
         fields[s.role]["team_reward"].append(float(s.info.get("team_reward", 0.0)))
         fields[s.role]["local_reward"].append(float(s.info.get("local_reward", 0.0)))
-        # A reply cut off by --max-new-tokens is counted as truncated, not as a format error.
-        truncated = s.finish_reason == "length"
+        # A reply cut off by --max-new-tokens is counted as truncated, and one that a prompt longer than the model's
+        # context window left empty as context_overflow: neither is a format error.
+        truncated, overflow = s.finish_reason == "length", s.finish_reason == "context"
         fields[s.role]["truncated"].append(float(truncated))
-        fields[s.role]["parse_error"].append(float(s.info.get("parse_error") is not None and not truncated))
+        fields[s.role]["context_overflow"].append(float(overflow))
+        fields[s.role]["parse_error"].append(float(s.info.get("parse_error") is not None and not truncated and not overflow))
         fields[s.role]["response_tokens"].append(float(len(s.response_ids)))
     for role, values in sorted(fields.items()):
         for key, xs in values.items():

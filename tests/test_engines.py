@@ -231,3 +231,17 @@ def test_api_engine_errors_name_the_problem(server):
         APIEngine(server, "broken").generate([GenerationRequest(chat("x"))], SamplingParams())
     with pytest.raises(APIError, match="cannot reach .* start the server or fix --base-url"):
         APIEngine("http://127.0.0.1:9/v1", "m", timeout_s=2).generate([GenerationRequest(chat("x"))], SamplingParams())
+
+
+def test_hf_a_prompt_longer_than_the_context_window_gets_no_reply(policy, monkeypatch):
+    """Its row is left out of decoding (past the trained positions the model would write noise); the other rows
+    of the batch sample as they would alone."""
+    params = SamplingParams(temperature=0.0, max_new_tokens=6)
+    short = GenerationRequest([{"role": "user", "content": "Move."}], adapter="tool", n=2)
+    long = GenerationRequest([{"role": "user", "content": "word " * 60}], adapter="tool", n=2)
+    alone = HFEngine(policy).generate([short], params)[0]
+    monkeypatch.setattr(policy.model.config, "max_position_embeddings", 40)
+    both = HFEngine(policy).generate([short, long], params)
+    assert len(both[1].prompt_ids) >= 40 > len(both[0].prompt_ids)
+    assert [(c.text, c.token_ids, c.logprobs, c.finish_reason) for c in both[1].completions] == [("", [], [], "context")] * 2
+    assert [c.token_ids for c in both[0].completions] == [c.token_ids for c in alone.completions]

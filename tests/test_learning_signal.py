@@ -176,3 +176,21 @@ def test_a_nonfinite_gradient_skips_the_step_and_keeps_the_weights(monkeypatch):
     assert all(torch.equal(after[k], before[k]) for k in before if ".planner." in k)
     assert all(torch.isfinite(v).all() for v in after.values())
     assert any(not torch.equal(after[k], before[k]) for k in before if ".tool." in k)
+
+
+def test_a_prompt_without_room_is_counted_and_said_not_a_format_error():
+    from llm_marl.engines.base import no_room
+
+    def reply(request, k):
+        return no_room() if "Propose Python code" in request.messages[-1]["content"] else "#### [R]"
+
+    tasks = make_tasks("plan_path", [0, 1], env_kwargs=QUICK)
+    out = rollout(tasks, parallel(2), ScriptedEngine(reply), sampling=SamplingParams(seed=0))
+    metrics = step_metrics(out)
+    assert metrics["reward/context_overflow/tool"] == 1.0 and metrics["reward/context_overflow/planner"] == 0.0
+    assert metrics["reward/parse_error/tool"] == 0.0 and metrics["reward/truncated/tool"] == 0.0
+    assert all(s.response_ids == [] and s.info["parse_error"] for s in out.samples if s.role == "tool")
+    assert ("prompts longer than the model's context window got no reply (penalised as malformed): tool 100%; shorten the "
+            "episodes (fewer turns, smaller instances) or use a model with a longer context") in step_messages(metrics, ["shared"], set())
+    result = evaluate(ScriptedEngine(reply), "plan_path", n=2, env_kwargs=QUICK)
+    assert result["context_overflow_rate"] == {"planner": 0.0, "tool": 1.0} and result["format_error_rate"]["tool"] == 0.0

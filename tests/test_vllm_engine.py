@@ -86,6 +86,18 @@ def test_seeded_sampling_is_reproducible_and_samples_differ(setup):
     assert len({tuple(ids) for ids in token_ids(first)}) == 6  # no two samples share a seed
 
 
+def test_a_prompt_longer_than_the_context_window_gets_no_reply_and_the_batch_goes_on(setup):
+    """vLLM refuses a whole batch for one prompt longer than max_model_len (VLLMValidationError): that prompt is
+    left out with an empty reply, as the HF engine does."""
+    _, engine = setup
+    window = engine.llm.llm_engine.model_config.max_model_len
+    params = SamplingParams(temperature=0.0, max_new_tokens=8)
+    ours = engine.generate([*MIXED, GenerationRequest(chat("word " * window), adapter="planner", n=2)], params)
+    assert len(ours[-1].prompt_ids) >= window
+    assert [(c.finish_reason, c.token_ids) for c in ours[-1].completions] == [("context", [])] * 2
+    assert token_ids(ours[:-1]) == token_ids(engine.generate(MIXED, params))
+
+
 def test_sync_adapters_pushes_new_weights_without_leaking(setup):
     policy, engine = setup
     params = SamplingParams(temperature=0.0, max_new_tokens=12)

@@ -66,7 +66,15 @@ class Completion:
     logprobs: list[float]
     """log pi(token | prefix) of each generated token under the sampling distribution."""
     finish_reason: str = "stop"
-    """"stop" (end-of-sequence) or "length" (hit max_new_tokens)."""
+    """"stop" (end-of-sequence), "length" (hit max_new_tokens) or "context" (the prompt does not fit the model's
+    context window: nothing was generated, see `no_room`)."""
+
+
+def no_room() -> Completion:
+    """The reply to a prompt as long as the model's context window or longer: empty, so the environment
+    penalises it as a malformed reply and the update skips it, where the engine would fail (vLLM refuses
+    the whole batch) or decode past the positions the model was trained on (transformers)."""
+    return Completion(text="", token_ids=[], logprobs=[], finish_reason="context")
 
 
 @dataclass

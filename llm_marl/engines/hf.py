@@ -29,7 +29,7 @@ from transformers.cache_utils import DynamicLayer
 
 from llm_marl.policies import temperature_logprobs
 
-from .base import Completion, GenerationRequest, GenerationResult, Message, SamplingParams
+from .base import Completion, GenerationRequest, GenerationResult, Message, SamplingParams, no_room
 
 
 def chat_prompt_ids(tokenizer: Any, messages: list[Message]) -> list[int]:
@@ -136,7 +136,11 @@ class HFEngine:
         if sampling.seed is not None:
             generator = torch.Generator(device=self.policy_set.device).manual_seed(sampling.seed)
         by_adapter: dict[str | None, list[tuple[int, int]]] = defaultdict(list)
+        window = getattr(model.config, "max_position_embeddings", None)
         for i, r in enumerate(requests):
+            if window is not None and len(prompts[i]) >= window:
+                results[i].completions = [no_room() for _ in range(r.n)]
+                continue
             by_adapter[r.adapter].extend((i, k) for k in range(r.n))
         stop_ids = stop_token_ids(tokenizer, model)
         was_training = model.training

