@@ -245,3 +245,15 @@ def test_hf_a_prompt_longer_than_the_context_window_gets_no_reply(policy, monkey
     assert len(both[1].prompt_ids) >= 40 > len(both[0].prompt_ids)
     assert [(c.text, c.token_ids, c.logprobs, c.finish_reason) for c in both[1].completions] == [("", [], [], "context")] * 2
     assert [c.token_ids for c in both[0].completions] == [c.token_ids for c in alone.completions]
+
+
+def test_hf_a_reply_ends_where_the_context_window_is_full(policy, monkeypatch):
+    """As vLLM ends it ("length"), instead of decoding past the positions the model was trained on."""
+    params = SamplingParams(temperature=0.0, max_new_tokens=12)
+    request = GenerationRequest([{"role": "user", "content": "Move."}], adapter="tool")
+    free = HFEngine(policy).generate([request], params)[0]
+    assert len(free.completions[0].token_ids) == 12  # tiny-random does not stop by itself here
+    monkeypatch.setattr(policy.model.config, "max_position_embeddings", len(free.prompt_ids) + 5)
+    capped = HFEngine(policy).generate([request], params)[0].completions[0]
+    assert capped.token_ids == free.completions[0].token_ids[:5] and capped.finish_reason == "length"
+    assert capped.logprobs == pytest.approx(free.completions[0].logprobs[:5])

@@ -153,7 +153,7 @@ class HFEngine:
                         chunk = rows[start:start + self.max_batch_size]
                         with self.policy_set.use(adapter) as peft_model:
                             outs = self._decode(peft_model, [prompts[i] for i, _ in chunk], [i for i, _ in chunk],
-                                                sampling, generator, stop_ids)
+                                                sampling, generator, stop_ids, window)
                         for (i, k), (ids, logprobs, finish) in zip(chunk, outs):
                             text = tokenizer.decode(ids, skip_special_tokens=True)
                             results[i].completions[k] = Completion(text=text, token_ids=ids, logprobs=logprobs, finish_reason=finish)
@@ -204,8 +204,9 @@ class HFEngine:
         return out, attention, positions
 
     def _decode(self, model: Any, prompts: Sequence[list[int]], prompt_keys: Sequence[int], sampling: SamplingParams,
-                generator: torch.Generator, stop_ids: set[int]) -> list[tuple[list[int], list[float], str]]:
-        """Sample one completion per prompt row; rows with the same key share one prefill."""
+                generator: torch.Generator, stop_ids: set[int], window: int | None = None) -> list[tuple[list[int], list[float], str]]:
+        """Sample one completion per prompt row; rows with the same key share one prefill. A row ends ("length")
+        when it fills the model's context `window`, as vLLM ends it."""
         device = self.policy_set.device
         unique = list(dict.fromkeys(prompt_keys))
         unique_prompts = [prompts[prompt_keys.index(key)] for key in unique]
@@ -225,6 +226,7 @@ class HFEngine:
         finish = ["length"] * n_rows
         alive = torch.arange(n_rows, device=device)  # original row of each batch row
         stop = torch.tensor(sorted(stop_ids), dtype=torch.long, device=device)
+        room = None if window is None else torch.tensor([window - len(p) for p in prompts], device=device)
         for step in range(sampling.max_new_tokens):
             if sampling.greedy:
                 sampled_logprobs = temperature_logprobs(logits, 0.0)
@@ -240,6 +242,8 @@ class HFEngine:
                 logprobs[row].append(lp)
                 if end:
                     finish[row] = "stop"
+            if room is not None:
+                ended = ended | (room[alive] <= step + 1)  # the row's context window is full
             if step == sampling.max_new_tokens - 1 or bool(ended.all()):
                 break
             if bool(ended.any()):  # finished rows leave the batch (and the KV cache)
