@@ -43,6 +43,7 @@ def run_rows(env: str, model: str, engine: str, steps: int, n: int, out_dir: str
     """Train and evaluate every row of `env` for each seed; returns one result per row (with its seeds)."""
     from baselines import row_mode, rows
     from llm_marl.cli import UserError, main
+    from llm_marl.interrupts import Terminated
 
     user = [*(f"--env-arg={a}" for a in env_args), "--max-new-tokens", str(max_new_tokens)]
     table = rows(env, model=model, engine=engine, steps=steps, n_eval=n)
@@ -50,7 +51,11 @@ def run_rows(env: str, model: str, engine: str, steps: int, n: int, out_dir: str
 
     def call(argv: list[str], what: str) -> None:
         log(f"[{what}] llm-marl {shlex.join(argv)}")
-        if main(argv) != 0:
+        code = main(argv)
+        if code in (130, 143):  # Ctrl-C or SIGTERM, which the command has said: stop the whole table
+            log("the leaderboard stopped; run the same command again to continue (finished rows are reused)")
+            raise Terminated() if code == 143 else KeyboardInterrupt()
+        if code != 0:
             raise UserError(f"{what} failed; its command: llm-marl {shlex.join(argv)}")
 
     # What a seed folder's results depend on: reusing them under other settings would mix two tables.

@@ -152,3 +152,17 @@ def test_the_leaderboard_benchmark_takes_the_main_jobs_settings():
 def test_values_out_of_range_are_refused_before_any_row_runs(capsys, flags, said):
     assert main(["leaderboard", "--env", "plan_path", *flags, "--dry-run"]) == 2
     assert capsys.readouterr().err.strip() == f"llm-marl: error: {said}"
+
+
+@pytest.mark.parametrize("code, said", [(130, "interrupted"), (143, "terminated (SIGTERM)")])
+def test_a_stopped_row_stops_the_leaderboard_and_says_how_to_continue(tmp_path, capsys, monkeypatch, code, said):
+    """A row's command that was stopped (Ctrl-C, SIGTERM) stops the table, instead of being reported as a failed row."""
+    import llm_marl.cli
+
+    real = llm_marl.cli.main
+    monkeypatch.setattr(llm_marl.cli, "main", lambda argv=None: code if argv and argv[0] == "train" else real(argv))
+    assert real(["leaderboard", "--env", "plan_path", "--model", "tiny-random", "--steps", "1", "--n", "1",
+                 "--out-dir", str(tmp_path)]) == code
+    out, err = capsys.readouterr()
+    assert "the leaderboard stopped; run the same command again to continue (finished rows are reused)" in out
+    assert err.strip().splitlines()[-1] == f"llm-marl: {said}" and "failed" not in err
