@@ -76,14 +76,16 @@ def step_messages(metrics: dict[str, float], adapters: list[str], hints: set[str
         why = _unusable_replies(metrics)
         messages.append(f"no learning signal: none of the {groups} groups had reward variance (every member of each group "
                         f"earned the same credit){': ' + why if why else ''}, so every advantage is 0")
-        if why and previous is not None and _usable_share(previous) >= 0.5 and _stepped(previous, adapters):
+        if "context window" in why:
+            pass  # said below, with its own fix
+        elif why and previous is not None and _usable_share(previous) >= 0.5 and _stepped(previous, adapters):
             # At least half the replies usable before the last update and none after it: that update, not the warm start
             # or chance, is the cause.
             if "collapse" not in hints:
                 hints.add("collapse")
                 messages.append(f"hint: in the step before, {_usable_share(previous):.0%} or more of every role's replies were "
                                 "usable, and its update left none: it moved the policy too far; lower --lr and start again")
-        elif why and "warm-start" not in hints and "context window" not in why:  # an overflow has its own message
+        elif why and "warm-start" not in hints:
             hints.add("warm-start")
             advice = ("the warm start (--init-adapters) is too small for this: give `llm-marl sft` more demonstrations "
                       "(--demos) or epochs (--epochs)" if warm_started else

@@ -194,3 +194,15 @@ def test_a_prompt_without_room_is_counted_and_said_not_a_format_error():
             "episodes (fewer turns, smaller instances) or use a model with a longer context") in step_messages(metrics, ["shared"], set())
     result = evaluate(ScriptedEngine(reply), "plan_path", n=2, env_kwargs=QUICK)
     assert result["context_overflow_rate"] == {"planner": 0.0, "tool": 1.0} and result["format_error_rate"]["tool"] == 0.0
+
+
+def test_a_step_whose_prompts_all_overflow_gets_the_overflow_fix_only():
+    """Neither a larger warm start nor a lower --lr makes a prompt fit the context window."""
+    dead = {**DEAD_STEP, "reward/truncated/planner": 0.0, "reward/context_overflow/planner": 1.0}
+    before = {"advantage/groups": 4, "advantage/zero_std_groups": 1, "reward/parse_error/planner": 0.1,
+              "reward/truncated/planner": 0.0, "update/shared/optimizer_steps": 2}
+    for previous in (None, before):
+        messages = step_messages(dead, ["shared"], set(), previous=previous)
+        assert "no prompt fit the model's context window" in messages[0]
+        assert not any(m.startswith("hint") for m in messages)
+        assert any(m.startswith("prompts longer than the model's context window got no reply") for m in messages)
