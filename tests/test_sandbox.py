@@ -837,3 +837,31 @@ def test_prefetched_results_are_taken_once_each_and_dropped_after_the_block():
             pass
         assert not sandbox._prefetched
         assert sandbox.run("print(2)").stdout == "2\n"
+
+
+def test_scratch_directories_of_dead_owners_are_swept(tmp_path):
+    """A supervisor killed with its owner (SIGKILL of a process tree, as Ray ends its workers) cannot remove its
+    directory; the next Sandbox of this user removes those whose owner is dead, and nothing else."""
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    stale = tmp_path / f"llm_marl_sbx_{dead.pid}_abc"
+    (stale / "run").mkdir(parents=True)
+    alive = tmp_path / f"llm_marl_sbx_{os.getppid()}_abc"
+    mine = tmp_path / f"llm_marl_sbx_{os.getpid()}_abc"
+    unnamed = tmp_path / "llm_marl_sbx_abcdef"
+    other = tmp_path / f"other_{dead.pid}_abc"
+    for folder in (alive, mine, unnamed, other):
+        folder.mkdir()
+    assert pool.sweep_stale_bases(str(tmp_path)) == [str(stale)]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(p.name for p in (alive, mine, unnamed, other))
+
+
+def test_a_worker_names_its_scratch_directory_after_its_owner():
+    import tempfile
+
+    ours = lambda: {p.name for p in Path(tempfile.gettempdir()).glob(f"llm_marl_sbx_{os.getpid()}_*")}  # noqa: E731
+    before = ours()
+    with Sandbox(workers=1) as box:
+        assert box.run("print(1)").stdout.strip() == "1"
+        assert len(ours() - before) == 1
+    assert ours() == before

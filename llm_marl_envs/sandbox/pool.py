@@ -50,13 +50,43 @@ class WorkerError(RuntimeError):
     """A fork server could not be started, or stopped answering."""
 
 
+_BASE_PREFIX = "llm_marl_sbx_"
+_swept = False
+
+
+def sweep_stale_bases(folder: str | None = None) -> list[str]:
+    """Remove the scratch directories (`llm_marl_sbx_<pid>_*`) this user's dead processes left behind, and return
+    them. A worker's supervisor removes its own when it ends, but not when it is killed with its owner (SIGKILL of
+    a whole process tree: Ray ends its workers and their children so), which left one empty folder a worker."""
+    folder = folder or tempfile.gettempdir()
+    removed = []
+    for entry in os.scandir(folder):
+        pid = entry.name[len(_BASE_PREFIX):].split("_", 1)[0] if entry.name.startswith(_BASE_PREFIX) else ""
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            if entry.stat(follow_symlinks=False).st_uid != os.geteuid() or not entry.is_dir(follow_symlinks=False):
+                continue
+            os.kill(int(pid), 0)  # its owner is alive (or the pid was taken again): keep it
+        except ProcessLookupError:
+            shutil.rmtree(entry.path, ignore_errors=True)
+            removed.append(entry.path)
+        except OSError:
+            continue  # PermissionError: another user's process holds that pid
+    return removed
+
+
 class _Worker:
     """One fork server and its supervisor: `python -I -S _supervisor.py BASE PREFIX` in its own
     session, BASE its scratch directory. The supervisor starts the fork server, which speaks on the
     same pipes."""
 
     def __init__(self, kernel_layers: bool = True) -> None:
-        self.base = tempfile.mkdtemp(prefix="llm_marl_sbx_")
+        global _swept
+        if not _swept:  # once a process
+            _swept = True
+            sweep_stale_bases()
+        self.base = tempfile.mkdtemp(prefix=f"{_BASE_PREFIX}{os.getpid()}_")
         os.chmod(self.base, 0o711)  # a server running as `nobody` must reach its run directory in it
         self._buffer = b""
         flags = [] if kernel_layers else ["--no-kernel-layers"]
