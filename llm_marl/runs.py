@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import json
+import math
 import os
 import shlex
 import shutil
@@ -72,6 +73,14 @@ def out_of_space(exc: BaseException, path: str | Path) -> bool:
         return free_bytes(path) < _MIB
     except OSError:
         return False
+
+
+def _json_number(value: Any) -> Any:
+    """NaN and inf as None (JSON has neither); any other value as it is."""
+    try:
+        return value if math.isfinite(value) else None
+    except TypeError:  # not a number
+        return value
 
 
 def _atomic_write_text(path: Path, text: str) -> None:
@@ -165,8 +174,11 @@ class RunDir:
 
     # ------------------------------------------------------------------ logs
     def log_metrics(self, step: int, metrics: dict[str, Any]) -> None:
+        """Append one step's metrics. A NaN or inf (the loss of an update that was skipped) is written as null:
+        Python's `NaN` is not JSON, and jq, pandas' and browsers' JSON readers refuse the file that holds one."""
+        record = {"step": step, **{k: _json_number(v) for k, v in metrics.items()}}
         with open(self.path / "metrics.jsonl", "a") as f:
-            f.write(json.dumps({"step": step, **metrics}, default=float) + "\n")
+            f.write(json.dumps(record, default=float) + "\n")
             f.flush()
             os.fsync(f.fileno())
 

@@ -181,3 +181,23 @@ def test_bad_choice_is_rejected_by_the_parser(capsys):
     with pytest.raises(SystemExit):
         parser().parse_args(["--loss-agg", "sum"])
     assert "invalid choice" in capsys.readouterr().err
+
+
+def test_metrics_jsonl_stays_json_with_a_nan_loss(tmp_path):
+    """A skipped update's loss is NaN; Python would write `NaN`, which strict JSON readers (jq, browsers) refuse."""
+    import json
+    import math
+
+    import numpy as np
+
+    run = RunDir.create(tmp_path, "plan_path", "grpo", 0, name="r")
+    run.log_metrics(1, {"loss/shared/total": math.nan, "loss/shared/grad_norm": np.float32("inf"), "reward/x": 0.5, "n": 3,
+                        "note": "text"})
+
+    def refuse(constant):
+        raise ValueError(f"not JSON: {constant}")
+
+    line = (run.path / "metrics.jsonl").read_text().splitlines()[0]
+    assert json.loads(line, parse_constant=refuse) == {"step": 1, "loss/shared/total": None, "loss/shared/grad_norm": None,
+                                                       "reward/x": 0.5, "n": 3, "note": "text"}
+    assert run.metrics()[0]["loss/shared/total"] is None
