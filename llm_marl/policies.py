@@ -105,6 +105,23 @@ def saved_set_folder(directory: str | Path) -> Path:
     return directory / "adapters" if (directory / "adapters" / MANIFEST).is_file() else directory
 
 
+def read_manifest(folder: Path, flag: str) -> tuple[dict[str, Any], LoRAConfig]:
+    """The manifest `PolicySet.save` wrote in `folder`, and its LoRA shape; AdapterFolderError naming `flag` and
+    the fix when there is none or it is damaged."""
+    path = folder / MANIFEST
+    if not path.is_file():
+        raise AdapterFolderError(f"{flag} {folder}: no {MANIFEST} there; pass a run directory or its adapters folder "
+                                 "(written by `llm-marl sft` or `llm-marl train`), or a checkpoint's")
+    try:
+        saved = json.loads(path.read_text())
+        lora = LoRAConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in saved["lora"].items()})
+        dict(saved["sigma"])
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise AdapterFolderError(f"{flag} {path} is damaged ({type(exc).__name__}: {exc}); pass a checkpoint's adapters folder "
+                                 "(RUN_DIR/checkpoints/step_N/adapters) instead") from None
+    return saved, lora
+
+
 def warm_start_sources(directory: str | Path, sigma: Mapping[str, str], lora: LoRAConfig, model_path: str | None = None,
                        adapters: Sequence[str] | None = None) -> tuple[Path, dict[str, str]]:
     """Where `PolicySet.init_from` starts each adapter: (the saved set's folder, {adapter: saved adapter}).
@@ -115,17 +132,8 @@ def warm_start_sources(directory: str | Path, sigma: Mapping[str, str], lora: Lo
     when m's roles were trained as different adapters, or when the LoRA shape or the base model differ.
     """
     directory = saved_set_folder(directory)
-    manifest_path = directory / MANIFEST
-    if not manifest_path.is_file():
-        raise AdapterFolderError(f"--init-adapters {directory}: no {MANIFEST} there; pass a run directory or its adapters folder "
-                                 "(written by `llm-marl sft` or `llm-marl train`)")
-    try:
-        saved = json.loads(manifest_path.read_text())
-        saved_lora = LoRAConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in saved["lora"].items()})
-        saved_sigma, saved_default = dict(saved["sigma"]), saved.get("default_adapter")
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise AdapterFolderError(f"--init-adapters {manifest_path} is damaged ({type(exc).__name__}: {exc}); pass a checkpoint's "
-                                 "adapters folder (RUN_DIR/checkpoints/step_N/adapters) instead") from None
+    saved, saved_lora = read_manifest(directory, "--init-adapters")
+    saved_sigma, saved_default = dict(saved["sigma"]), saved.get("default_adapter")
     if (saved_lora.r, saved_lora.alpha, set(saved_lora.target_modules)) != (lora.r, lora.alpha, set(lora.target_modules)):
         raise AdapterFolderError(f"--init-adapters {directory} holds LoRA r={saved_lora.r}, alpha={saved_lora.alpha} on "
                                  f"{list(saved_lora.target_modules)}; this run has r={lora.r}, alpha={lora.alpha}: "

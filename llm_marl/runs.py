@@ -175,7 +175,7 @@ class RunDir:
     # ------------------------------------------------------------------ logs
     def log_metrics(self, step: int, metrics: dict[str, Any]) -> None:
         """Append one step's metrics. A NaN or inf (the loss of an update that was skipped) is written as null:
-        Python's `NaN` is not JSON, and jq, pandas' and browsers' JSON readers refuse the file that holds one."""
+        Python's `NaN` is not JSON, and strict readers (jq, a browser's JSON.parse) refuse a file that holds one."""
         record = {"step": step, **{k: _json_number(v) for k, v in metrics.items()}}
         with open(self.path / "metrics.jsonl", "a") as f:
             f.write(json.dumps(record, default=float) + "\n")

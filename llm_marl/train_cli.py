@@ -328,20 +328,11 @@ def load_policy(model: str, roles: list[str], policy: str = "shared", adapters: 
                 device: str | None = None) -> Any:
     """The policy set of `model` (on `device`, default the CPU); with `adapters` (a folder written by
     `PolicySet.save`), built with the saved LoRA shape and loaded with the saved weights and σ."""
-    from llm_marl.policies import MANIFEST, LoRAConfig, PolicySet
+    from llm_marl.policies import PolicySet, read_manifest
 
     lora = None
     if adapters is not None:
-        manifest = Path(adapters) / MANIFEST
-        if not manifest.is_file():
-            raise FileNotFoundError(f"{manifest} not found: --adapters takes a run directory, RUN_DIR/adapters or a checkpoint's "
-                                    "adapters folder")
-        try:
-            saved = json.loads(manifest.read_text())
-            lora = LoRAConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in saved["lora"].items()})
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
-            raise ValueError(f"{manifest} is damaged ({type(exc).__name__}: {exc}); use a checkpoint's adapters folder "
-                             "(RUN_DIR/checkpoints/step_N/adapters) instead") from None
+        saved, lora = read_manifest(Path(adapters), "--adapters")
         base = saved.get("base_model")
         if base:
             from llm_marl.models import resolve_model

@@ -226,7 +226,9 @@ class HFEngine:
         finish = ["length"] * n_rows
         alive = torch.arange(n_rows, device=device)  # original row of each batch row
         stop = torch.tensor(sorted(stop_ids), dtype=torch.long, device=device)
-        room = None if window is None else torch.tensor([window - len(p) for p in prompts], device=device)
+        room = None  # how many tokens each row may add before its context window is full, when one would fill it
+        if window is not None and max(len(p) for p in prompts) + sampling.max_new_tokens > window:
+            room = torch.tensor([window - len(p) for p in prompts], device=device)
         for step in range(sampling.max_new_tokens):
             if sampling.greedy:
                 sampled_logprobs = temperature_logprobs(logits, 0.0)
