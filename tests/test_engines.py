@@ -181,6 +181,14 @@ class _ChatServer(BaseHTTPRequestHandler):
             self.end_headers()
             self.wfile.write(b"model exploded")
             return
+        refusal = _context_refusal(body)
+        if refusal:
+            data = json.dumps({"object": "error", "message": refusal, "type": "BadRequestError", "code": 400}).encode()
+            self.send_response(400)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(data)
+            return
         last = body["messages"][-1]["content"]
         choice = {"index": 0, "message": {"role": "assistant", "content": f"echo {last} #{len(type(self).bodies)}"},
                   "finish_reason": "length" if body["max_tokens"] < 5 else "stop"}
@@ -195,6 +203,23 @@ class _ChatServer(BaseHTTPRequestHandler):
 
     def log_message(self, *args):
         pass
+
+
+def _context_refusal(body: dict) -> str | None:
+    """Model "small" has a 24-token window, a prompt's tokens being its words, and refuses in vLLM's words what
+    does not fit; model "terse" refuses every request without saying how long the window is (as llama.cpp)."""
+    if body["model"] == "terse":
+        return "the request exceeds the available context size, try increasing it"
+    if body["model"] != "small":
+        return None
+    prompt, max_tokens = sum(len(m["content"].split()) for m in body["messages"]), body["max_tokens"]
+    if prompt >= 24:
+        return (f"This model's maximum context length is 24 tokens. However, your request has {prompt} input tokens. "
+                "Please reduce the length of the input messages.")
+    if prompt + max_tokens > 24:
+        return (f"'max_tokens' or 'max_completion_tokens' is too large: {max_tokens}. This model's maximum context "
+                f"length is 24 tokens and your request has {prompt} input tokens ({max_tokens} > 24 - {prompt}).")
+    return None
 
 
 @pytest.fixture
@@ -231,6 +256,22 @@ def test_api_engine_errors_name_the_problem(server):
         APIEngine(server, "broken").generate([GenerationRequest(chat("x"))], SamplingParams())
     with pytest.raises(APIError, match="cannot reach .* start the server or fix --base-url"):
         APIEngine("http://127.0.0.1:9/v1", "m", timeout_s=2).generate([GenerationRequest(chat("x"))], SamplingParams())
+
+
+def test_api_engine_a_request_the_context_window_cannot_hold(server):
+    """As with the other engines, not an error: a prompt that fits is asked again with the room left in the window,
+    one that does not fit gets empty replies that say so; other refusals stay errors."""
+    engine = APIEngine(server, "small", max_concurrency=1)
+    fits, long = GenerationRequest(chat("two words"), n=2), GenerationRequest(chat("word " * 30), n=2)
+    results = engine.generate([fits, long], SamplingParams(max_new_tokens=64))
+    room = 24 - sum(len(m["content"].split()) for m in fits.messages)
+    assert [b["max_tokens"] for b in _ChatServer.bodies if b["messages"] == fits.messages] == [64, room, room]
+    assert [c.text for c in results[0].completions] == ["echo two words #2", "echo two words #3"]
+    assert [(c.text, c.finish_reason) for c in results[1].completions] == [("", "context")] * 2
+    silent = APIEngine(server, "terse").generate([fits], SamplingParams())[0].completions
+    assert [(c.text, c.finish_reason) for c in silent] == [("", "context")] * 2
+    with pytest.raises(APIError, match="HTTP 500"):
+        APIEngine(server, "broken").generate([long], SamplingParams())
 
 
 def test_hf_a_prompt_longer_than_the_context_window_gets_no_reply(policy, monkeypatch):

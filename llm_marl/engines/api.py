@@ -7,20 +7,35 @@ server applies its own chat template and tokenizer, so token ids are not availab
 (`logprobs: true`). Adapters are not supported -- the endpoint serves whatever model it serves --
 and a request naming one is a ValueError rather than a silent base-model answer. `n` is sent as
 the `n` field; servers that return fewer choices are asked again for the rest.
+
+A request the server refuses for its context window is not an error, as with the other engines: a
+prompt that fits but whose `max_tokens` would pass the window is asked again with the room left
+(the reply ends where the window is full, as vLLM ends it), and a prompt that does not fit gets
+`no_room` replies. The window and the prompt's length are read from the error message of vLLM,
+SGLang or OpenAI; where they cannot be read, the prompt counts as one that does not fit.
 """
 
 from __future__ import annotations
 
+import re
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from llm_marl_envs.core.openai_client import make_client
 
-from .base import Completion, GenerationRequest, GenerationResult, SamplingParams
+from .base import Completion, GenerationRequest, GenerationResult, SamplingParams, no_room
 
 
 class APIError(RuntimeError):
     """The endpoint could not be reached or answered with an error; the message names the URL and the fix."""
+
+
+class _ContextFull(Exception):
+    """The server refused a request for its context window; `room` is how many tokens the reply may still have
+    (0: the prompt does not fit, or the message did not say)."""
+
+    def __init__(self, room: int):
+        self.room = room
 
 
 class APIEngine:
@@ -68,10 +83,11 @@ class APIEngine:
     # ------------------------------------------------------------------ HTTP
     def _complete(self, request: GenerationRequest, sampling: SamplingParams) -> list[Completion]:
         out: list[Completion] = []
+        max_tokens = sampling.max_new_tokens
         while len(out) < request.n:
             body: dict[str, Any] = {
                 "model": self.model, "messages": request.messages, "n": request.n - len(out),
-                "temperature": sampling.temperature, "top_p": sampling.top_p, "max_tokens": sampling.max_new_tokens,
+                "temperature": sampling.temperature, "top_p": sampling.top_p, "max_tokens": max_tokens,
             }
             if sampling.top_k > 0:
                 body["extra_body"] = {"top_k": sampling.top_k}  # an extension (vLLM, SGLang); OpenAI itself has no top-k
@@ -79,7 +95,14 @@ class APIEngine:
                 body["seed"] = sampling.seed + len(out)
             if self.request_logprobs:
                 body["logprobs"] = True
-            choices = self._create(body).choices or []
+            try:
+                choices = self._create(body).choices or []
+            except _ContextFull as full:
+                if 0 < full.room < max_tokens:
+                    max_tokens = full.room
+                    continue
+                out.extend(no_room() for _ in range(request.n - len(out)))
+                break
             if not choices:
                 raise APIError(f"{self.url} returned no choices; check that --model names a chat model the server serves")
             out.extend(_completion(c) for c in sorted(choices, key=lambda c: getattr(c, "index", 0) or 0))
@@ -101,10 +124,31 @@ class APIEngine:
         except openai.AuthenticationError:
             raise APIError(f"{self.url} refused the API key (HTTP 401); set OPENAI_API_KEY or --api-key") from None
         except openai.APIStatusError as exc:
-            detail = " ".join(exc.response.text.split())[:300]
+            detail = " ".join(exc.response.text.split())
+            room = _room_left(detail) if exc.status_code in (400, 413, 422) else None
+            if room is not None:
+                raise _ContextFull(room) from None
+            detail = detail[:300]
             raise APIError(f"{self.url} answered HTTP {exc.status_code}: {detail}") from None
         except openai.APIResponseValidationError as exc:
             raise APIError(f"{self.url} did not answer an OpenAI chat completion ({exc})") from None
+
+
+_CONTEXT_ERROR = re.compile(r"context[ _]?(length|size|window)", re.I)
+_WINDOW = re.compile(r"context length\D{0,12}?(\d+)", re.I)
+# How vLLM, OpenAI and SGLang say the prompt's length in that error.
+_PROMPT_TOKENS = re.compile(r"(?:has|contains|contains at least) (\d+) input tokens|(\d+) in the messages"
+                            r"|messages resulted in (\d+) tokens|(\d+) tokens from the input|input \((\d+) tokens\)", re.I)
+
+
+def _room_left(detail: str) -> int | None:
+    """None when an error message is not about the context window, else the tokens a reply may have (0: none)."""
+    if not _CONTEXT_ERROR.search(detail):
+        return None
+    window, prompt = _WINDOW.search(detail), _PROMPT_TOKENS.search(detail)
+    if window is None or prompt is None:
+        return 0
+    return max(0, int(window.group(1)) - int(next(g for g in prompt.groups() if g)))
 
 
 def _completion(choice: Any) -> Completion:
