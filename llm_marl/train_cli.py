@@ -188,7 +188,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
             # The held-out episodes: a dataset too small for them says so now, not after the model loads.
             episode_tasks(config.run.env, config.run.eval_episodes, "test", 0, config.env_kwargs(), asked="--eval-episodes")
-        from llm_marl.models import resolve_model
+        from llm_marl.models import load_tokenizer, resolve_model
         from llm_marl.policies import parse_policy
 
         sigma = parse_policy(config.model.policy, probe.possible_agents)
@@ -202,6 +202,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
             lora = LoRAConfig(r=config.model.lora_r, alpha=config.model.lora_alpha, dropout=config.model.lora_dropout)
             warm_start_sources(config.model.init_adapters, sigma, lora, model_path)  # before the model loads
+        load_tokenizer(model_path)  # a base model without a chat template is refused before a run directory is made
         if config.model.engine == "vllm":
             require_vllm()  # before the model loads
         from llm_marl.tracking import check_available

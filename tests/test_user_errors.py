@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
+import shutil
 import socket
 import threading
 import time
@@ -297,6 +298,36 @@ def test_a_model_cache_that_cannot_be_written(capsys, tmp_path, monkeypatch, com
     one_line_error(capsys, [command, "--env", "plan_path", "--model", "tiny-random"],
                    f"cannot write the model cache at {tmp_path / 'a-file' / 'cache' / 'models'} (Not a directory)",
                    "set LLM_MARL_CACHE to a writable folder")
+
+
+@pytest.mark.parametrize("command", ["train", "sft", "eval"])
+def test_a_base_model_without_a_chat_template(capsys, tmp_path, monkeypatch, command):
+    """Refused in one line before its weights load, and `train` makes no run directory."""
+    import transformers
+
+    from llm_marl.models import resolve_model
+
+    model = tmp_path / "base-model"
+    shutil.copytree(resolve_model("tiny-random"), model)
+    config = json.loads((model / "tokenizer_config.json").read_text())
+    config.pop("chat_template", None)
+    (model / "tokenizer_config.json").write_text(json.dumps(config))
+    (model / "chat_template.jinja").unlink(missing_ok=True)
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the weights were loaded before the mistake was reported")
+
+    monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained", refuse)
+    one_line_error(capsys, [command, "--env", "plan_path", "--model", str(model), "--out-dir", str(tmp_path / "runs")]
+                   if command != "eval" else [command, "--env", "plan_path", "--model", str(model)],
+                   f"the tokenizer of {model} has no chat template", "use an instruct/chat model")
+    assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize("command", ["train", "sft", "eval"])
+def test_a_model_folder_without_a_tokenizer(capsys, tmp_path, command):
+    (tmp_path / "config.json").write_text("{}")
+    one_line_error(capsys, [command, "--env", "plan_path", "--model", str(tmp_path)], f"cannot load the tokenizer of {tmp_path}: ")
 
 
 @pytest.mark.parametrize("command", ["train", "sft", "eval"])

@@ -37,6 +37,28 @@ class ModelNotFoundError(ValueError):
     """A model name that resolves to nothing loadable; the message names the fix."""
 
 
+class NoChatTemplateError(ValueError):
+    """The model's tokenizer has no chat template: the environments speak in chat messages."""
+
+
+def load_tokenizer(path: str) -> Any:
+    """The tokenizer of the model folder `path`, with a pad token; a tokenizer without a chat template is a
+    `NoChatTemplateError` (a base model: every prompt is a chat)."""
+    from transformers import AutoTokenizer
+
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(path)
+    except (OSError, ValueError) as exc:  # transformers' messages run over several lines
+        raise ModelNotFoundError(f"cannot load the tokenizer of {path}: {' '.join(str(exc).split())}") from None
+    if not getattr(tokenizer, "chat_template", None):
+        raise NoChatTemplateError(f"the tokenizer of {path} has no chat template (a base model?); the environments "
+                                  "prompt in chat messages: use an instruct/chat model, or add a chat template to its "
+                                  "tokenizer_config.json")
+    if tokenizer.pad_token_id is None:  # padding is always masked, so any id works; EOS is customary
+        tokenizer.pad_token = tokenizer.eos_token
+    return tokenizer
+
+
 def resolve_model(name: str) -> str:
     """A local folder holding the model `name` (built-in, folder, or cached Hugging Face id)."""
     if name in BUILTINS:
@@ -96,16 +118,14 @@ def load_model_and_tokenizer(name: str, dtype: "torch.dtype | str" = "float32", 
     on a GPU.
     """
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM
 
     from .attention import use_gqa_attention
 
     path = resolve_model(name)
     if isinstance(dtype, str):
         dtype = getattr(torch, dtype)
-    tokenizer = AutoTokenizer.from_pretrained(path)
-    if tokenizer.pad_token_id is None:  # padding is always masked, so any id works; EOS is customary
-        tokenizer.pad_token = tokenizer.eos_token
+    tokenizer = load_tokenizer(path)  # before the weights: a model without a chat template is refused at once
     model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
     use_gqa_attention(model)
     if device is not None:
