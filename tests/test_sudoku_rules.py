@@ -301,6 +301,39 @@ def test_generated_6x6_puzzles_are_unique():
         assert set_backtracker(inst.puzzle, 2, 3) == [[list(row) for row in inst.solution]]
 
 
+def test_a_uniqueness_proof_past_its_budget_answers_not_proven():
+    from llm_marl_envs.sudoku.solver import has_other_solution
+
+    inst = generate(instance_rng("sudoku", "test", 0), SudokuConfig(size=9))
+    r, c = next((r, c) for r in range(9) for c in range(9) if not inst.puzzle[r][c])
+    value = inst.solution[r][c]
+    assert not has_other_solution(inst.puzzle, S9, r, c, value)
+    assert not has_other_solution(inst.puzzle, S9, r, c, value, budget=100_000)
+    assert has_other_solution(inst.puzzle, S9, r, c, value, budget=1)
+
+
+def test_boards_above_12x12_are_unique_with_budgeted_proofs(monkeypatch):
+    """A minimal 16x16 puzzle's proofs can take hours (generation never ended): above 12x12 a clue whose proof
+    passes the budget stays; smaller boards are proven without one, so their puzzles stay minimal."""
+    from llm_marl_envs.sudoku import generator, solver
+
+    budgets = []
+
+    def recorded(*args):
+        budgets.append(args[5])
+        return solver.has_other_solution(*args)
+
+    monkeypatch.setattr(generator, "has_other_solution", recorded)
+    monkeypatch.setattr(generator, "UNIQUENESS_BUDGET", 50)  # quick: more clues stay
+    inst = generate(instance_rng("sudoku", "test", 0), SudokuConfig(size=16))
+    assert set(budgets) == {50}
+    assert count_solutions(inst.puzzle, inst.shape, limit=2) == 1 and is_solved(inst.solution, inst.puzzle, inst.shape)
+    for size in (9, 12):
+        budgets.clear()
+        generate(instance_rng("sudoku", "test", 0), SudokuConfig(size=size, max_removals=40))
+        assert set(budgets) == {None}
+
+
 def test_generated_puzzles_are_minimal_by_default():
     for seed in range(20):
         inst = generate(instance_rng("sudoku", "train", seed), SudokuConfig(size=4))

@@ -4,7 +4,8 @@ Each row, column and box keeps a bitmask of the digits it holds; the search fill
 with the fewest candidates (failing at once on a cell with none) and tries its candidates in order,
 or in an order drawn from a `numpy.random.Generator` (to build random complete grids). It counts
 solutions up to a limit, which is how the generator proves uniqueness (`count_solutions(g, 2) == 1`).
-A 9x9 puzzle takes milliseconds.
+A 9x9 puzzle takes milliseconds; on larger boards a proof can take hours, so `has_other_solution` takes
+a budget of search nodes.
 """
 
 from __future__ import annotations
@@ -27,6 +28,10 @@ def _units(shape: Shape) -> tuple[tuple[int, int, int], ...]:
 def _digits(mask: int) -> tuple[int, ...]:
     """The digits whose bits are set in a candidate mask, in increasing order."""
     return tuple(v for v in range(1, mask.bit_length()) if mask >> v & 1)
+
+
+class _OutOfBudget(Exception):
+    pass
 
 
 class _Search:
@@ -53,8 +58,14 @@ class _Search:
         self.empty = [i for i in range(n * n) if self.cells[i] == 0]
         self.forbidden_cell, self.forbidden_bits = -1, 0
         """One cell may exclude some digits (`has_other_solution`)."""
+        self.budget: int | None = None
+        """Search nodes left before `_OutOfBudget`; None: no limit."""
 
     def run(self, limit: int, rng: np.random.Generator | None, found: list[list[int]]) -> None:
+        if self.budget is not None:
+            self.budget -= 1
+            if self.budget < 0:
+                raise _OutOfBudget
         empty = self.empty
         if not empty:
             found.append(list(self.cells))
@@ -143,18 +154,24 @@ def solution_table(shape: Shape) -> tuple[int, tuple[tuple[int, ...], ...]] | No
     return (1 << len(grids)) - 1, tuple(tuple(row) for row in table)
 
 
-def has_other_solution(grid: Grid | list[list[int]], shape: Shape, r: int, c: int, value: int) -> bool:
+def has_other_solution(grid: Grid | list[list[int]], shape: Shape, r: int, c: int, value: int,
+                       budget: int | None = None) -> bool:
     """Whether `grid` (with (r, c) empty) has a solution where (r, c) is not `value`.
 
     For a puzzle known to have a solution with `value` at (r, c), this is "more than one solution",
     decided without re-finding the known one (which `count_solutions(limit=2)` searches for too).
+    A search that visits more than `budget` nodes answers True: not proven unique.
     """
     search = _Search(grid, shape)
     if not search.consistent:
         return False
     search.forbidden_cell, search.forbidden_bits = r * shape.size + c, 1 << value
+    search.budget = budget
     found: list[list[int]] = []
-    search.run(1, None, found)
+    try:
+        search.run(1, None, found)
+    except _OutOfBudget:
+        return True
     return bool(found)
 
 
