@@ -261,7 +261,8 @@ def test_coder_mode_is_one_turn(sandbox):
 @pytest.mark.parametrize(
     "kwargs,fix",
     [({"mode": "solo"}, "mode must be one of"), ({"mode": "coder", "max_turns": 3}, "one-turn"),
-     ({"hidden_tests": 0}, "hidden_tests"), ({"time_limit_s": 0}, "time_limit_s"), ({"problems": []}, "problems must be")],
+     ({"hidden_tests": 0}, "hidden_tests"), ({"time_limit_s": 0}, "time_limit_s"), ({"problems": []}, "problems must be"),
+     ({"dataset_split": "train"}, "describe a problems= file"), ({"dataset_format": "apps"}, "describe a problems= file")],
 )
 def test_bad_config_names_the_fix(kwargs, fix):
     with pytest.raises(ValueError, match=fix):

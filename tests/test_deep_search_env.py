@@ -219,7 +219,8 @@ def test_dataset_questions(tmp_path):
 def test_bad_arguments_raise():
     for kwargs, message in [({"mode": "solo"}, "mode"), ({"max_calls": 0}, "max_calls"), ({"hops": 7}, "hops"),
                             ({"backend": "google"}, "backend"), ({"transport": "fax"}, "transport"),
-                            ({"backend": "live"}, "fictional mini-wiki")]:
+                            ({"backend": "live"}, "fictional mini-wiki"), ({"corpus_seed": -1}, "corpus_seed must be"),
+                            ({"runtime": "direct"}, "runtime must be a SearchRuntime")]:
         with pytest.raises(ValueError, match=message):
             deep_search_v1.raw_env(**kwargs)
 

@@ -294,6 +294,8 @@ def test_dataset_with_an_empty_split_names_the_fix(sandbox):
         ({"dataset": [PROBLEM], "difficulty": 1}, "drop them"),
         ({"dataset": []}, "non-empty list"),
         ({"dataset_format": "csv"}, "dataset_format must be one of"),
+        ({"dataset_format": "gsm8k"}, "describes a dataset= file"),
+        ({"dataset": [PROBLEM], "dataset_format": "gsm8k"}, "describes a dataset= file"),
     ],
 )
 def test_bad_config_names_the_fix(kwargs, fix):

@@ -269,6 +269,9 @@ class raw_env(TextAECEnv):
             raise ValueError(f"hidden_tests must be >= 1, got {hidden_tests}")
         if not float(time_limit_s) > 0:
             raise ValueError(f"time_limit_s must be > 0 seconds, got {time_limit_s}")
+        if (dataset_format, dataset_split) != ("auto", "test") and not isinstance(problems, (str, Path)):
+            raise ValueError("dataset_format and dataset_split describe a problems= file; without one they would do "
+                             "nothing: pass problems= or drop them")
         self.mode = mode
         self.hidden_tests = int(hidden_tests)
         self.time_limit_s = float(time_limit_s)

@@ -161,6 +161,8 @@ class raw_env(TextAECEnv):
             raise ValueError(f"mode must be one of {sorted(MODES)} (mas = reasoner + tool), got {mode!r}")
         if dataset_format not in FORMATS:
             raise ValueError(f"dataset_format must be one of {', '.join(FORMATS)}, got {dataset_format!r}")
+        if dataset_format != "auto" and not isinstance(dataset, (str, os.PathLike)):
+            raise ValueError("dataset_format describes a dataset= file; without one it would do nothing: pass dataset= or drop it")
         self.mode = mode
         self._sandbox = sandbox
         self.config = MathProblemConfig(difficulty, topics, generators)

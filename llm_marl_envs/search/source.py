@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numbers
 from functools import lru_cache
 from typing import Any
 
@@ -37,6 +38,11 @@ class QuestionSource:
             raise ValueError(f"unknown search backend {backend!r}; use 'bm25' (offline, default) or 'live' (ddgs)")
         if transport not in TRANSPORTS:
             raise ValueError(f"unknown search transport {transport!r}; use one of {', '.join(TRANSPORTS)}")
+        if runtime is not None and not isinstance(runtime, SearchRuntime):
+            raise ValueError(f"runtime must be a SearchRuntime to share (or None), got {type(runtime).__name__}; "
+                             "transport= and backend= choose how a new one searches")
+        if isinstance(corpus_seed, bool) or not isinstance(corpus_seed, numbers.Integral) or corpus_seed < 0:
+            raise ValueError(f"corpus_seed must be an int >= 0, got {corpus_seed!r}")
         if backend == "live" and dataset is None:
             raise ValueError("the live backend searches the real web, where the fictional mini-wiki does not exist: "
                              "pass dataset=<MuSiQue or HotpotQA file> with backend='live', or use backend='bm25'")
