@@ -42,6 +42,10 @@ class ModelConfig:
     def __post_init__(self) -> None:
         if self.lora_r < 1:
             raise ValueError(f"--lora-r must be >= 1, got {self.lora_r}")
+        if self.engine == "vllm":
+            from llm_marl.engines.vllm import lora_rank_slot
+
+            lora_rank_slot(self.lora_r)  # before the model loads
         if self.lora_alpha <= 0:
             raise ValueError(f"--lora-alpha must be > 0, got {self.lora_alpha}")
         if not 0 <= self.lora_dropout < 1:

