@@ -274,6 +274,30 @@ def test_api_engine_a_request_the_context_window_cannot_hold(server):
         APIEngine(server, "broken").generate([long], SamplingParams())
 
 
+@pytest.mark.parametrize("message, room", [
+    # vLLM 0.32 (prompt too long, in tokens and in characters), earlier vLLM, OpenAI, SGLang
+    ("This model's maximum context length is 64 tokens. However, your prompt contains at least 65 input tokens, which "
+     "exceeds this limit even without any output tokens.", 0),
+    ("This model's maximum context length is 64 tokens. However, your prompt contains 1195 characters (more than 832 "
+     "characters, which is the upper bound for 64 input tokens).", 0),
+    ("'max_tokens' or 'max_completion_tokens' is too large: 8000. This model's maximum context length is 4096 tokens "
+     "and your request has 2778 input tokens (8000 > 4096 - 2778).", 1318),
+    ("This model's maximum context length is 8192 tokens. However, you requested 9000 tokens (8000 in the messages, "
+     "1000 in the completion).", 192),
+    ("This model's maximum context length is 8192 tokens. However, your messages resulted in 9000 tokens.", 0),
+    ("Requested token count exceeds the model's maximum context length of 4096 tokens. You requested a total of 5000 "
+     "tokens: 4000 tokens from the input messages and 1000 tokens for the completion.", 96),
+    ("The input (5000 tokens) is longer than the model's context length (4096 tokens).", 0),
+    ("the request exceeds the available context size, try increasing it", 0),  # llama.cpp: no numbers
+    ("max_tokens=100 cannot be greater than max_model_len=64. Please request fewer output tokens.", None),
+    ("temperature must be non-negative", None),
+])
+def test_api_engine_reads_the_room_left_from_a_servers_refusal(message, room):
+    from llm_marl.engines.api import _room_left
+
+    assert _room_left(message) == room
+
+
 def test_hf_a_prompt_longer_than_the_context_window_gets_no_reply(policy, monkeypatch):
     """Its row is left out of decoding (past the trained positions the model would write noise); the other rows
     of the batch sample as they would alone."""

@@ -19,8 +19,9 @@ factorisation of N: 2x2, 2x3, 2x4, 3x3), `min_clues` (stop removing clues at thi
 more clues, default None), `render_mode` (None | "ansi" | "human"), `sandbox` (a shared
 `llm_marl_envs.sandbox.Sandbox`). `reset(seed, options={"split": "train"|"val"|"test"})`.
 Puzzles: a random complete grid, then clues removed in a random order while the solution stays
-unique (proven by the exact solver); with the defaults the puzzle is minimal (4x4: 4 to 6 clues;
-9x9: about 21 to 27). The unique solution is `env.instance.solution`.
+unique (proven by the exact solver); with the defaults the puzzle is minimal up to 12x12 (4x4: 4 to
+6 clues; 9x9: about 21 to 27; above 12x12 a clue whose proof passes a search budget stays). The unique
+solution is `env.instance.solution`.
 
 Example observation (the task part of the tool's first prompt, seed 0, split "test"; solution
 `[[1,3,4,2],[2,4,1,3],[4,2,3,1],[3,1,2,4]]`):

@@ -7,7 +7,8 @@ only if the puzzle still has exactly one solution. Since the complete grid is a 
 `count_solutions(limit=2) == 1` without re-finding the known solution; on a 4x4 board, bitsets of
 all its complete grids, narrowed clue by clue; the tests re-check every puzzle with
 `count_solutions` and with independent solvers). Removal stops at `min_clues` clues or after `max_removals` removals;
-with neither, the puzzle is minimal (no clue can be removed). A puzzle left with more than
+with neither, the puzzle is minimal (no clue can be removed) up to 12x12 (above, see
+`UNIQUENESS_BUDGET`). A puzzle left with more than
 `max_clues` clues is redrawn. Every random choice comes from the caller's
 `numpy.random.Generator` (the reference's 4x4 generator made puzzles with no solution; here
 uniqueness is a postcondition of `generate`).
