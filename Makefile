@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip install --disable-pip-version-check -q -c constraints.txt
 STAMP := $(VENV)/.installed
 
-.PHONY: install test test-vllm test-sandbox-pythons train demo bench clean
+.PHONY: install test test-vllm test-sandbox-pythons test-sandbox-users train demo bench clean
 
 $(STAMP): pyproject.toml constraints.txt Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -41,6 +41,7 @@ test-vllm: $(VLLM_VENV)/.installed
 # (the environments' dependencies, read from pyproject.toml, and pytest; no torch) runs them from the
 # source tree.
 SANDBOX_PYTHONS ?= 3.12 3.13
+SANDBOX_TESTS = tests/test_sandbox.py tests/test_sandbox_escapes.py tests/test_sandbox_precompile.py
 ENV_DEPS = $(shell $(PYTHON) -c 'import tomllib; deps = tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]; print(" ".join(repr(d) for d in deps if d.split("=")[0].split(">")[0] in ("numpy", "gymnasium", "pettingzoo")))')
 test-sandbox-pythons:
 	@set -e; for v in $(SANDBOX_PYTHONS); do \
@@ -51,8 +52,28 @@ test-sandbox-pythons:
 	  test -x .venv-py$$v/bin/python || $$py -m venv .venv-py$$v; \
 	  .venv-py$$v/bin/python -m pip install --disable-pip-version-check -q $(ENV_DEPS) pytest pytest-timeout; \
 	  echo "test-sandbox-pythons: $$(.venv-py$$v/bin/python -V)"; \
-	  .venv-py$$v/bin/python -m pytest tests/test_sandbox.py tests/test_sandbox_escapes.py tests/test_sandbox_precompile.py; \
+	  .venv-py$$v/bin/python -m pytest $(SANDBOX_TESTS); \
 	done
+
+# The sandbox's tests on the two paths most users' machines take and the ones above do not: an interpreter
+# outside /root started by root (the sandbox's server becomes `nobody`, namespaces on) and by an unprivileged
+# user (namespaces off; Landlock, seccomp and the audit hook on). Needs root, setpriv and SYSTEM_PYTHON (a
+# missing one is named and the target passed over); it runs from a copy of the sources that `nobody` can read.
+SYSTEM_PYTHON ?= /usr/bin/python3
+test-sandbox-users:
+	@set -e; \
+	if [ "$$(id -u)" != 0 ] || ! command -v setpriv >/dev/null || ! $(SYSTEM_PYTHON) -c pass 2>/dev/null; then \
+	  echo "test-sandbox-users: needs root, setpriv and $(SYSTEM_PYTHON); not run"; exit 0; fi; \
+	d=$$(mktemp -d /tmp/llm-marl-sandbox-users.XXXXXX); trap 'rm -rf "$$d"' EXIT; \
+	cp -r llm_marl_envs tests pyproject.toml "$$d"; \
+	$(SYSTEM_PYTHON) -m venv "$$d/venv"; \
+	"$$d/venv/bin/python" -m pip install --disable-pip-version-check -q $(ENV_DEPS) pytest pytest-timeout; \
+	chown -R 65534:65534 "$$d"; chmod 755 "$$d"; cd "$$d"; \
+	echo "test-sandbox-users: $$(venv/bin/python -V) at $(SYSTEM_PYTHON), started by root"; \
+	venv/bin/python -m tests.support.sandbox_user nobody; venv/bin/python -m pytest -p no:cacheprovider $(SANDBOX_TESTS); \
+	echo "test-sandbox-users: the same, started by an unprivileged user (uid 65534)"; \
+	setpriv --reuid=65534 --regid=65534 --clear-groups env HOME="$$d" sh -c \
+	  'venv/bin/python -m tests.support.sandbox_user "unprivileged user" && venv/bin/python -m pytest -p no:cacheprovider $(SANDBOX_TESTS)'
 
 # The main job: a small SFT warm start on oracle demonstrations, then AT-GRPO from it, with held-out
 # greedy evaluations before and after RL (settings in configs/; SFT_ARGS and TRAIN_ARGS add flags,

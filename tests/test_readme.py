@@ -92,6 +92,7 @@ EXERCISED: dict[str, tuple[str, str]] = {
         _test("tests/test_training_credit.py::test_readme_credit_commands_run_with_a_tiny_model"),
     "make test-vllm": ("ci", "make test-vllm"),
     "make test-sandbox-pythons": ("ci", "make test-sandbox-pythons"),
+    "make test-sandbox-users": ("ci", "make test-sandbox-users"),
     "llm-marl train --algo at-grpo --help": _test("tests/test_training.py::test_train_user_errors"),
     "llm-marl sft": _test("tests/test_sft.py::test_readme_warm_start_commands_run"),
     "llm-marl sft --env plan_path --demos 32 --oracle-arg program=answer --run-name my-sft":
