@@ -14,14 +14,9 @@ from pathlib import Path
 
 
 def machine_line() -> str:
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+    from llm_marl.provenance import cpu_name
+
+    cpu = cpu_name()
     try:
         import os
 

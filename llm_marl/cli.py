@@ -201,8 +201,22 @@ def _env_entry(name: str) -> Any:
 
 
 # ---------------------------------------------------------------------------- main
+class _VersionAction(argparse.Action):
+    """`--version`, with the git commit read only when asked."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any):
+        super().__init__(option_strings, dest, nargs=0, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any) -> None:
+        from llm_marl.provenance import version_line
+
+        print(version_line())
+        parser.exit()
+
+
 def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="llm-marl", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--version", action=_VersionAction, help="print llm-marl's version (and git commit) and exit")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("envs", help="list environments, their roles and options")

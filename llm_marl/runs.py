@@ -2,6 +2,7 @@
 
     runs/<env>__<algo>__<seed>__<YYYYmmdd-HHMMSS>/
         config.json            the resolved configuration (what `--resume` reads back)
+        versions.json          llm-marl, Python, package versions, environment and device (`provenance`)
         metrics.jsonl          one JSON object per training step, metrics namespaced reward/ loss/ perf/ ...
         trajectories/step_000001.jsonl   every sampled reply of the step with its reward and advantage
         checkpoints/step_000004/         adapters + optimiser/scheduler/RNG state (written atomically)

@@ -227,13 +227,15 @@ def perplexity(nll: float) -> float:
 def run_sft(config: SFTConfig, model: Any, transcripts: list[dict[str, Any]], heldout: Sequence[dict[str, Any]] = (),
             log: Callable[[str], None] = print) -> Any:
     """Fine-tune a fresh policy set (`model`: a `ModelConfig`) on `transcripts`; write a run directory
-    with `config.json`, `transcripts.jsonl`, `metrics.jsonl` (one line per optimiser step),
+    with `config.json`, `versions.json`, `transcripts.jsonl`, `metrics.jsonl` (one line per optimiser step),
     `adapters/` and `summary.json` (NLL per token on the training and held-out replies, before and after)."""
     from llm_marl.config import quick_env_args
     from llm_marl.models import resolve_device, resolve_model
     from llm_marl.policies import LoRAConfig, PolicySet, parse_policy, warm_start_sources
+    from llm_marl.provenance import record, versions
     from llm_marl.runs import RunDir, RunDirError, out_of_space
     from llm_marl.threads import set_threads
+    from llm_marl_envs.registry import get as get_env
     from llm_marl_envs.registry import make_raw
 
     set_threads(config.threads)
@@ -251,6 +253,7 @@ def run_sft(config: SFTConfig, model: Any, transcripts: list[dict[str, Any]], he
     run = RunDir.create(config.out_dir, config.env, "sft", config.seed, name=config.run_name or None)
     try:  # Ctrl-C, SIGTERM or a failure: SFT cannot resume, so a half-trained run is of no use
         run.save_config({"sft": dataclasses.asdict(config), "model": dataclasses.asdict(model), "resolved_env_args": env_kwargs})
+        record(run.path, versions(get_env(config.env).module, str(policy.device)), log)
         (run.path / "transcripts.jsonl").write_text("".join(json.dumps(t) + "\n" for t in transcripts))
         before = {"train_nll": mean_nll(policy, examples),
                   **({"heldout_nll": mean_nll(policy, heldout_examples)} if heldout_examples else {})}

@@ -294,7 +294,9 @@ def train(config: TrainConfig, resume: str | None = None, log: Any = print,
 def _train(config: TrainConfig, resume: str | None, log: Any, engine_factory: Any, hold: contextlib.ExitStack) -> RunDir:
     from llm_marl.models import resolve_device
     from llm_marl.policies import LoRAConfig, PolicySet, set_deterministic
+    from llm_marl.provenance import record, versions
     from llm_marl.threads import set_threads
+    from llm_marl_envs.registry import get as get_env
     from llm_marl_envs.registry import make_raw
 
     run_cfg = config.run
@@ -338,6 +340,7 @@ def _train(config: TrainConfig, resume: str | None, log: Any, engine_factory: An
         log(f"no checkpoint in {run.path}: starting it from step 1")
         if config.model.init_adapters:  # a checkpoint supersedes the warm start, which may since have been deleted
             warm_start(policy, config.model.init_adapters, log)
+    record(run.path, versions(get_env(run_cfg.env).module, str(policy.device)), log, resumed_at=start if resume else None)
     if resume:
         aside = run.truncate_after(start - 1)
         if aside is not None:

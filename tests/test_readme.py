@@ -94,6 +94,7 @@ EXERCISED: dict[str, tuple[str, str]] = {
     "make test-sandbox-pythons": ("ci", "make test-sandbox-pythons"),
     "make test-sandbox-users": ("ci", "make test-sandbox-users"),
     "llm-marl train --algo at-grpo --help": _test("tests/test_training.py::test_train_user_errors"),
+    "llm-marl --version": _test("tests/test_provenance.py::test_version_names_the_release_and_the_commit"),
     "llm-marl sft": _test("tests/test_sft.py::test_readme_warm_start_commands_run"),
     "llm-marl sft --env plan_path --demos 32 --oracle-arg program=answer --run-name my-sft":
         _test("tests/test_sft.py::test_readme_warm_start_commands_run"),
@@ -179,7 +180,7 @@ def _check_parses(command: str, run: Path) -> None:
     try:
         args = build_parser(argv).parse_args(argv)
     except SystemExit as exc:
-        assert exc.code == 0 and "--help" in argv, f"README command does not parse: {command}"
+        assert exc.code == 0 and ("--help" in argv or argv == ["--version"]), f"README command does not parse: {command}"
         return
     # argparse also takes a flag's prefix (`--sparsify` for `--sparsify-p`); the README spells flags out.
     exact = {s for action in _subparser(build_parser(argv), argv[0])._actions for s in action.option_strings}
