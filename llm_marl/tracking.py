@@ -26,6 +26,16 @@ PROJECT = "llm-marl"
 _PACKAGES = {"tensorboard": "tensorboard", "wandb": "wandb", "trackio": "trackio"}
 
 
+class TrackerError(ValueError):
+    """The tracker could not start its run (no login, no network); the message names the fixes."""
+
+
+def _not_started(tracker: str, exc: Exception, fixes: str) -> TrackerError:
+    first = (str(exc).strip().splitlines() or [""])[0]
+    return TrackerError(f"--report-to {tracker} could not start its run ({type(exc).__name__}: {first}); {fixes}, "
+                        "or use --report-to tensorboard")
+
+
 def check_available(report_to: str) -> None:
     """ValueError naming the install command when the tracker's package is missing (before a run starts)."""
     if report_to not in REPORT_TO:
@@ -94,8 +104,12 @@ class WandbTracker:
         import wandb
 
         self.wandb = wandb
-        self.run = wandb.init(project=PROJECT, name=run_dir.name, id=_run_id(run_dir), dir=str(run_dir), config=config,
-                              resume="allow")
+        try:
+            self.run = wandb.init(project=PROJECT, name=run_dir.name, id=_run_id(run_dir), dir=str(run_dir), config=config,
+                                  resume="allow")
+        except Exception as exc:  # wandb's own errors (no API key, no server) and what its client raises
+            raise _not_started("wandb", exc, "log in (`wandb login`, or WANDB_API_KEY), or set WANDB_MODE=offline to log "
+                               "into the run directory and `wandb sync` it later") from None
 
     def log(self, step: int, metrics: dict[str, Any]) -> None:
         self.run.log(numeric(metrics), step=step)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import sys
 
 import pytest
 
@@ -53,3 +54,46 @@ def test_a_tracker_that_is_not_installed_is_one_line(tmp_path, capsys, tracker):
     err = capsys.readouterr().err.strip()
     assert err == f"llm-marl: error: --report-to {tracker} needs the {tracker} package: pip install 'llm-marl[{tracker}]' (or --report-to none)"
     assert not list(tmp_path.iterdir())
+
+
+class _FakeWandb:
+    """Stands in for the `wandb` package: `init` raises `fails` when given, else returns a run that records."""
+
+    def __init__(self, fails: Exception | None = None):
+        self.fails, self.logged, self.finished, self.init_kwargs = fails, [], False, {}
+
+    def init(self, **kwargs):
+        if self.fails is not None:
+            raise self.fails
+        self.init_kwargs = kwargs
+        return self
+
+    def log(self, metrics, step):
+        self.logged.append((step, metrics))
+
+    def finish(self):
+        self.finished = True
+
+
+class UsageError(Exception):  # the name wandb's own error has
+    pass
+
+
+def test_wandb_logs_what_metrics_jsonl_holds(tmp_path, capsys, monkeypatch):
+    fake = _FakeWandb()
+    monkeypatch.setitem(sys.modules, "wandb", fake)
+    assert main(["train", *ARGS, "--steps", "2", "--report-to", "wandb", "--out-dir", str(tmp_path), "--run-name", "wb"]) == 0
+    metrics = [json.loads(line) for line in (tmp_path / "wb" / "metrics.jsonl").read_text().splitlines()]
+    assert fake.logged == [(m["step"], numeric(m)) for m in metrics] and fake.finished
+    assert fake.init_kwargs["project"] == "llm-marl" and fake.init_kwargs["name"] == "wb"
+    assert fake.init_kwargs["config"] == json.loads((tmp_path / "wb" / "config.json").read_text())
+
+
+def test_wandb_that_cannot_start_its_run_is_one_line(tmp_path, capsys, monkeypatch):
+    """As with no API key (or no network): one line naming the fixes, and no run directory left behind."""
+    monkeypatch.setitem(sys.modules, "wandb", _FakeWandb(UsageError("No API key configured. Use `wandb login` to log in.")))
+    assert main(["train", *ARGS, "--report-to", "wandb", "--out-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.startswith("llm-marl: error: --report-to wandb could not start its run (UsageError: No API key configured.")
+    assert "WANDB_MODE=offline" in err and "--report-to tensorboard" in err
+    assert not any(tmp_path.iterdir())
