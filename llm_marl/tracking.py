@@ -9,7 +9,8 @@
   `loss/...`), and the run's resolved config as hyperparameters (the HPARAMS tab) and as text.
   A resumed run purges the steps it redoes.
 - `wandb` and `trackio` log the same metrics and the config to the project `llm-marl`; they are
-  optional extras (`pip install 'llm-marl[wandb]'`, `'llm-marl[trackio]'`).
+  optional extras (`pip install 'llm-marl[wandb]'`, `'llm-marl[trackio]'`). A wandb run that cannot
+  start (no login, no server) is a `TrackerError` naming the fixes.
 - `none` logs nothing but `metrics.jsonl`.
 """
 
@@ -28,12 +29,6 @@ _PACKAGES = {"tensorboard": "tensorboard", "wandb": "wandb", "trackio": "trackio
 
 class TrackerError(ValueError):
     """The tracker could not start its run (no login, no network); the message names the fixes."""
-
-
-def _not_started(tracker: str, exc: Exception, fixes: str) -> TrackerError:
-    first = (str(exc).strip().splitlines() or [""])[0]
-    return TrackerError(f"--report-to {tracker} could not start its run ({type(exc).__name__}: {first}); {fixes}, "
-                        "or use --report-to tensorboard")
 
 
 def check_available(report_to: str) -> None:
@@ -108,8 +103,10 @@ class WandbTracker:
             self.run = wandb.init(project=PROJECT, name=run_dir.name, id=_run_id(run_dir), dir=str(run_dir), config=config,
                                   resume="allow")
         except Exception as exc:  # wandb's own errors (no API key, no server) and what its client raises
-            raise _not_started("wandb", exc, "log in (`wandb login`, or WANDB_API_KEY), or set WANDB_MODE=offline to log "
-                               "into the run directory and `wandb sync` it later") from None
+            first = (str(exc).strip().splitlines() or [""])[0]
+            raise TrackerError(f"--report-to wandb could not start its run ({type(exc).__name__}: {first}); log in "
+                               "(`wandb login`, or WANDB_API_KEY), or set WANDB_MODE=offline to log into the run "
+                               "directory and `wandb sync` it later, or use --report-to tensorboard") from None
 
     def log(self, step: int, metrics: dict[str, Any]) -> None:
         self.run.log(numeric(metrics), step=step)
