@@ -24,8 +24,8 @@ import pytest
 
 from llm_marl_envs.sandbox import ExecResult, Sandbox, SandboxLimits, _protocol, default_sandbox, pool
 from tests.support.processes import running, wait_until_dead
-from tests.support.sandbox_corpus import (MEMORY_SCAN, SET_DIRECTORY_FLAGS, attempt, descendants, janitor, left_behind,
-                                          sandboxed, with_sandbox_dir)
+from tests.support.sandbox_corpus import (MEMORY_SCAN, SET_DIRECTORY_FLAGS, attempt, descendants, describe, janitor,
+                                          left_behind, sandboxed, with_sandbox_dir)
 
 LIMITS = SandboxLimits(wall_time_s=2.0, cpu_time_s=2.0, memory_mb=256, output_bytes=10_000)
 
@@ -38,7 +38,8 @@ def sandbox():
 
 def assert_nothing_left(sandbox: Sandbox) -> None:
     for pid in sandbox._worker_pids():  # a supervisor: below it, the fork server and its spare
-        assert not left_behind(pid), "a sandboxed process outlived its run"
+        left = left_behind(pid)
+        assert not left, f"a sandboxed process outlived its run: {'; '.join(map(describe, left))}"
 
 
 def is_server(pid: int) -> bool:

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from llm_marl_envs.sandbox import Sandbox, SandboxLimits
+from tests.support.processes import running
 
 LIMITS = SandboxLimits(wall_time_s=1.5, cpu_time_s=1.5, memory_mb=256, output_bytes=20_000, file_bytes=8 * 1024 * 1024)
 CATEGORIES = ("file system", "process", "network", "introspection", "ctypes and memory", "resources",
@@ -658,10 +659,23 @@ def sandboxed(supervisor: int) -> list[int]:
 def left_behind(supervisor: int, wait: float = 5.0) -> list[int]:
     """The processes below a worker's fork server, less its janitor and its spare: a child forked
     for the next job that waits for it (blocked reading its stdin; one still preparing is given
-    `wait` seconds to get there). A program that outlived its run sleeps, spins or writes instead."""
+    `wait` seconds to get there). A program that outlived its run sleeps, spins or writes instead;
+    one that has ended by then (gone, or a zombie its server is reaping) did not outlive it."""
     server, *below = sandboxed(supervisor) or [None]
     spares = [pid for pid in below if _waits_for_a_job(pid, server, wait)]
-    return [pid for pid in below if pid not in spares[:1]]
+    return [pid for pid in below if pid not in spares[:1] and running(pid)]
+
+
+def describe(pid: int) -> str:
+    """A process as /proc shows it, for a failing test's message: state, parent, syscall, command line."""
+    def read(name: str) -> str:
+        try:
+            return Path(f"/proc/{pid}/{name}").read_text(errors="replace")
+        except OSError as exc:
+            return f"<{type(exc).__name__}>"
+    stat = read("stat").rpartition(")")[2].split()[:2]
+    return (f"{pid}: state and parent {stat}, syscall {read('syscall').split()[:2]}, "
+            f"command line {read('cmdline').replace(chr(0), ' ')[:120]!r}")
 
 
 def _waits_for_a_job(pid: int, server: int, timeout: float) -> bool:
