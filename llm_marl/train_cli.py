@@ -369,6 +369,12 @@ def _eval_engine(args: argparse.Namespace, env_kwargs: dict[str, Any], user_erro
             parse_policy(args.policy, roles)  # before the model loads
         if args.engine == "vllm":
             require_vllm()  # before the model loads
+            if args.adapters is not None:
+                from llm_marl.engines.vllm import lora_rank_slot
+                from llm_marl.policies import read_manifest
+
+                lora_rank_slot(read_manifest(Path(args.adapters), "--adapters")[1].r,
+                               source=f"--adapters {args.adapters} of LoRA rank", fix="use --engine hf")
         from llm_marl.models import resolve_device
 
         # vLLM holds the weights it samples with; its policy set only writes adapter folders, so it stays on the CPU.

@@ -417,6 +417,21 @@ def test_eval_adapters_from_another_base_model(capsys, tiny_adapters, tmp_path, 
                    f"were trained on {base}", "drop --model")
 
 
+def test_eval_vllm_with_adapters_of_a_rank_vllm_cannot_serve(capsys, tiny_adapters, tmp_path, no_model_loads, monkeypatch):
+    """Adapters trained with --engine hf --lora-r 1024 once failed inside vLLM after the model loaded."""
+    import shutil
+
+    from llm_marl.policies import MANIFEST
+
+    folder = shutil.copytree(tiny_adapters[0], tmp_path / "wide")
+    manifest = json.loads((folder / MANIFEST).read_text())
+    manifest["lora"]["r"] = 1024
+    (folder / MANIFEST).write_text(json.dumps(manifest))
+    monkeypatch.setattr("llm_marl.engines.vllm.import_vllm", lambda: None)  # as where vLLM is installed
+    one_line_error(capsys, ["eval", *PLANNER, "--engine", "vllm", "--adapters", str(folder)],
+                   f"--engine vllm serves LoRA ranks up to 512, got --adapters {folder} of LoRA rank 1024", "use --engine hf")
+
+
 # -------------------------------------------------------------------------------- train --init-adapters
 def _copy_adapters(folder, tmp_path):
     import shutil

@@ -41,12 +41,12 @@ _SEED_STRIDE = 1_000_003
 """Per-request seeds are `seed * stride + offset` (offsets count samples), so no two samples of a call share one."""
 
 
-def lora_rank_slot(r: int) -> int:
-    """The smallest LoRA rank vLLM serves that holds rank `r` (its `max_lora_rank`); a ValueError above its largest."""
+def lora_rank_slot(r: int, source: str = "--lora-r", fix: str = "lower --lora-r or use --engine hf") -> int:
+    """The smallest LoRA rank vLLM serves that holds rank `r` (its `max_lora_rank`); a ValueError above its
+    largest, naming where `r` came from (`source`) and the `fix`."""
     rank = next((x for x in _SUPPORTED_RANKS if x >= r), None)
     if rank is None:
-        raise ValueError(f"--engine vllm serves LoRA ranks up to {_SUPPORTED_RANKS[-1]}, got --lora-r {r}; "
-                         "lower --lora-r or use --engine hf")
+        raise ValueError(f"--engine vllm serves LoRA ranks up to {_SUPPORTED_RANKS[-1]}, got {source} {r}; {fix}")
     return rank
 
 
