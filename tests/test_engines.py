@@ -312,6 +312,58 @@ def test_hf_a_prompt_longer_than_the_context_window_gets_no_reply(policy, monkey
     assert [c.token_ids for c in both[0].completions] == [c.token_ids for c in alone.completions]
 
 
+# (config, tokenizer's model_max_length, window): the windows vLLM 0.32 gives these configs (its ModelConfig's
+# max_model_len), checked against vLLM itself in tests/test_vllm_engine.py.
+_LINEAR = {"rope_type": "linear", "factor": 4.0}
+CONTEXT_WINDOWS = [
+    ({"max_position_embeddings": 4096}, 4096, 4096),
+    ({"max_position_embeddings": 4096, "rope_scaling": _LINEAR}, 4096, 16384),  # the tokenizer's cap, then the factor
+    ({"max_position_embeddings": 4096, "rope_scaling": {"rope_type": "dynamic", "factor": 2.0}}, None, 8192),
+    ({"max_position_embeddings": 4096, "rope_scaling": {"rope_type": "yarn", "factor": 4.0,
+                                                        "original_max_position_embeddings": 1024}}, 4096, 4096),
+    ({"max_position_embeddings": 4096, "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                                                        "high_freq_factor": 4.0, "original_max_position_embeddings": 1024,
+                                                        "rope_theta": 500000.0}}, None, 4096),
+    ({"max_position_embeddings": 4096}, 1000, 1000),
+    ({"n_positions": 512}, None, 512),  # GPT-2's key
+    ({}, None, None),
+]
+
+
+@pytest.mark.parametrize("fields, tokenizer_max, window", CONTEXT_WINDOWS)
+def test_hf_context_window_is_derived_as_vllm_derives_it(fields, tokenizer_max, window):
+    """Until 2026-11 the hf engine read max_position_embeddings alone: a model with linear or dynamic RoPE scaling got
+    a window `factor` times smaller than vLLM's, so the two engines cut different prompts."""
+    from types import SimpleNamespace
+
+    from transformers import PretrainedConfig
+
+    from llm_marl.engines.hf import context_window
+
+    config = PretrainedConfig(**fields)
+    assert context_window(config, SimpleNamespace(model_max_length=tokenizer_max)) == window
+
+
+def test_hf_context_window_with_a_rope_per_layer_type():
+    from types import SimpleNamespace
+
+    from llm_marl.engines.hf import context_window
+
+    nested = {"full_attention": _LINEAR, "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}}
+    assert context_window(SimpleNamespace(max_position_embeddings=100, rope_parameters=nested)) == 400
+    gemma3 = SimpleNamespace(model_type="gemma3_text", max_position_embeddings=100, rope_parameters=nested)
+    assert context_window(gemma3) == 100  # its config gives the scaled length
+
+
+def test_hf_a_prompt_past_the_positions_fits_a_window_widened_by_rope_scaling(policy, monkeypatch):
+    params = SamplingParams(temperature=0.0, max_new_tokens=4)
+    long = GenerationRequest([{"role": "user", "content": "word " * 60}], adapter="tool")
+    monkeypatch.setattr(policy.model.config, "max_position_embeddings", 40)
+    assert HFEngine(policy).generate([long], params)[0].completions[0].finish_reason == "context"
+    monkeypatch.setattr(policy.model.config, "rope_parameters", _LINEAR)
+    assert len(HFEngine(policy).generate([long], params)[0].completions[0].token_ids) == 4
+
+
 def test_hf_a_reply_ends_where_the_context_window_is_full(policy, monkeypatch):
     """As vLLM ends it ("length"), instead of decoding past the positions the model was trained on."""
     params = SamplingParams(temperature=0.0, max_new_tokens=12)

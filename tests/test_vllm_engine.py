@@ -142,3 +142,24 @@ def test_grouped_lora_ops_compute_what_vllms_own_ops_compute(indices):
         original["bgmv_expand_slice"](h, b, theirs, idx, 30, 20, add)
         torch.testing.assert_close(ours, theirs)
     assert lora_ops.bgmv_shrink is vllm_cpu_lora.bgmv_shrink  # the prefill ops (sgmv_*) reach the grouped ones too
+
+
+@pytest.mark.parametrize("rope", [None, {"rope_type": "linear", "factor": 4.0}, {"rope_type": "dynamic", "factor": 2.0},
+                                  {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 1024}])
+def test_hf_engine_context_window_is_vllms(rope, tmp_path):
+    """Both engines leave the same prompts without room: the hf engine's window is vLLM's max_model_len, also for
+    a model whose config scales RoPE (tiny-random's files, with the scaling written into its config)."""
+    import json
+    import shutil
+
+    from transformers import AutoConfig, AutoTokenizer
+
+    from llm_marl.engines.hf import context_window
+    from llm_marl.models import resolve_model
+
+    folder = shutil.copytree(resolve_model("tiny-random"), tmp_path / "model")
+    config = json.loads((folder / "config.json").read_text())
+    config["rope_scaling"] = rope
+    (folder / "config.json").write_text(json.dumps(config))
+    window = context_window(AutoConfig.from_pretrained(folder), AutoTokenizer.from_pretrained(folder))
+    assert window == vllm.config.ModelConfig(model=str(folder)).max_model_len

@@ -55,6 +55,36 @@ def stop_token_ids(tokenizer: Any, model: Any) -> set[int]:
     return ids
 
 
+# The config keys that bound a model's length, as vLLM reads them (the smallest present counts), and the
+# RoPE types whose configs already give the scaled length (the others' `factor` multiplies it).
+_LENGTH_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length", "model_max_length",
+                "max_target_positions", "max_sequence_length", "max_seq_length", "seq_len")
+_SCALED_ROPE = ("su", "longrope", "llama3", "yarn", "deepseek_yarn", "deepseek_llama_scaling")
+
+
+def context_window(config: Any, tokenizer: Any = None) -> int | None:
+    """The model's context window in tokens, derived as vLLM derives its `max_model_len`, so both engines
+    leave the same prompts without room: the smallest length in the config, capped by the tokenizer's
+    `model_max_length`, times the RoPE scaling factor where the config gives the unscaled length
+    (linear, dynamic). None when the config names no length."""
+    config = config.get_text_config() if hasattr(config, "get_text_config") else config
+    lengths = [v for v in (getattr(config, key, None) for key in _LENGTH_KEYS) if isinstance(v, int) and v > 0]
+    if not lengths:
+        return None
+    window = getattr(config, "model_max_length", None) or min(lengths)  # Command-R's key, when set, is the length
+    if isinstance(limit := getattr(tokenizer, "model_max_length", None), int) and limit > 0:
+        window = min(window, limit)
+    rope = getattr(config, "rope_parameters", None) or getattr(config, "rope_scaling", None)
+    layers = [r for r in (rope.values() if rope and all(isinstance(r, dict) for r in rope.values()) else [rope])
+              if isinstance(r, dict) and r]
+    factor = 1.0
+    if "gemma3" not in str(getattr(config, "model_type", "")):  # Gemma 3's config gives the scaled length
+        for r in layers:
+            if r.get("rope_type", r.get("type")) not in _SCALED_ROPE:
+                factor = r.get("factor", factor) or 1.0
+    return int(window * factor)
+
+
 def filter_logits(scaled: torch.Tensor, top_k: int, top_p: float) -> torch.Tensor:
     """Top-k then nucleus (top-p) truncation of temperature-scaled logits [B, V] (-inf outside)."""
     if top_k > 0 and top_k < scaled.shape[-1]:
@@ -136,7 +166,7 @@ class HFEngine:
         if sampling.seed is not None:
             generator = torch.Generator(device=self.policy_set.device).manual_seed(sampling.seed)
         by_adapter: dict[str | None, list[tuple[int, int]]] = defaultdict(list)
-        window = getattr(model.config, "max_position_embeddings", None)
+        window = context_window(model.config, tokenizer)
         for i, r in enumerate(requests):
             if window is not None and len(prompts[i]) >= window:
                 results[i].completions = [no_room() for _ in range(r.n)]
