@@ -107,7 +107,7 @@ def make_api_engine(args: argparse.Namespace, what: str) -> Any:
                         "and --model (the model name it serves)")
     try:
         return APIEngine(base_url=args.base_url, model=args.model, api_key=args.api_key, timeout_s=args.api_timeout,
-                         max_retries=args.api_retries)
+                         max_retries=args.api_retries, thinking=args.thinking)
     except (ValueError, APIError) as exc:
         raise UserError(str(exc)) from None
 
@@ -236,6 +236,9 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
                    help="environment option, e.g. --env-arg mode=planner --env-arg height=6")
     p.add_argument("--quiet", action="store_true", help="print only the JSON summary")
     add_api_arguments(p, "--agent api")
+    p.add_argument("--thinking", action=argparse.BooleanOptionalAction, default=None,
+                   help="with --agent api: ask the server to let a thinking model (Qwen3) reason before each reply, or not "
+                        "(its chat template's enable_thinking); default: the server's")
     p.set_defaults(func=cmd_play)
 
     from llm_marl import train_cli

@@ -191,23 +191,26 @@ class PolicySet:
     """Adapter of roles σ does not list (the shared adapter under `--policy shared`), else None."""
     model_path: str | None = None
     """Folder of the base model (what vLLM loads), when known."""
+    thinking: bool = False
+    """Whether prompts let a thinking model reason before it replies (`chat_prompt_ids`); saved with the set."""
 
     # ------------------------------------------------------------------ construction
     @classmethod
     def from_pretrained(cls, model: str, roles: Sequence[str] | None = None, policy: str = "shared",
                         lora: LoRAConfig | None = None, dtype: torch.dtype | str = "float32",
-                        device: str | None = None, seed: int = 0) -> PolicySet:
+                        device: str | None = None, seed: int = 0, thinking: bool = False) -> PolicySet:
         """Load `model` (see `llm_marl.models.resolve_model`) and attach one adapter per σ target."""
         from llm_marl.models import load_model_and_tokenizer, resolve_model
 
         path = resolve_model(model)
         base, tokenizer = load_model_and_tokenizer(path, dtype=dtype, device=device)
         return cls.build(base, tokenizer, parse_policy(policy, roles), lora=lora, seed=seed,
-                         default_adapter=SHARED_ADAPTER if policy.strip() == "shared" else None, model_path=path)
+                         default_adapter=SHARED_ADAPTER if policy.strip() == "shared" else None, model_path=path,
+                         thinking=thinking)
 
     @classmethod
     def build(cls, base: Any, tokenizer: Any, sigma: Mapping[str, str], lora: LoRAConfig | None = None, seed: int = 0,
-              default_adapter: str | None = None, model_path: str | None = None) -> PolicySet:
+              default_adapter: str | None = None, model_path: str | None = None, thinking: bool = False) -> PolicySet:
         """Wrap a loaded causal LM with PEFT: one LoRA adapter per distinct value of σ.
 
         LoRA A matrices are drawn under `seed` without touching the caller's global RNG (B starts
@@ -229,7 +232,8 @@ class PolicySet:
         for name, p in model.named_parameters():
             p.requires_grad_(_adapter_of(name) is not None)
         return cls(model=model, tokenizer=tokenizer, sigma=dict(sigma), adapters=adapters, lora=lora,
-                   default_adapter=default_adapter, model_path=model_path or getattr(base, "name_or_path", None))
+                   default_adapter=default_adapter, model_path=model_path or getattr(base, "name_or_path", None),
+                   thinking=thinking)
 
     # ------------------------------------------------------------------ σ and adapters
     def adapter_for(self, role: str) -> str:
@@ -410,7 +414,7 @@ class PolicySet:
             config.base_model_name_or_path = self.model_path
             config.save_pretrained(target)
         manifest = {"adapters": list(self.adapters), "sigma": self.sigma, "default_adapter": self.default_adapter,
-                    "lora": asdict(self.lora), "base_model": self.model_path}
+                    "lora": asdict(self.lora), "base_model": self.model_path, "thinking": self.thinking}
         (directory / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
         return directory
 

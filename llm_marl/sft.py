@@ -111,7 +111,7 @@ def check_transcript(record: Any, where: str) -> None:
         raise ValueError(f"{where}: 'agent' must be a role name")
 
 
-def reply_tokens(tokenizer: Any, messages: list[dict[str, str]]) -> tuple[list[int], list[int]]:
+def reply_tokens(tokenizer: Any, messages: list[dict[str, str]], thinking: bool = False) -> tuple[list[int], list[int]]:
     """(prompt ids, target ids) of the last message, an assistant reply, after `messages[:-1]`.
 
     The prompt is tokenized exactly as the engines tokenize it (`chat_prompt_ids`); the target is
@@ -119,9 +119,9 @@ def reply_tokens(tokenizer: Any, messages: list[dict[str, str]]) -> tuple[list[i
     """
     from llm_marl.engines.hf import chat_prompt_ids
 
-    prompt_ids = chat_prompt_ids(tokenizer, messages[:-1])
-    prompt = tokenizer.apply_chat_template(messages[:-1], add_generation_prompt=True, tokenize=False)
-    full = tokenizer.apply_chat_template(messages, tokenize=False)
+    prompt_ids = chat_prompt_ids(tokenizer, messages[:-1], thinking)
+    prompt = tokenizer.apply_chat_template(messages[:-1], add_generation_prompt=True, tokenize=False, enable_thinking=thinking)
+    full = tokenizer.apply_chat_template(messages, tokenize=False, enable_thinking=thinking)
     if not full.startswith(prompt):
         raise ValueError("the chat template renders a conversation differently from its prefix; "
                          "this tokenizer's template cannot be used for SFT targets")
@@ -145,7 +145,7 @@ def build_examples(policy: Any, transcripts: Iterable[dict[str, Any]], max_lengt
         for end, message in enumerate(messages):
             if message["role"] != "assistant":
                 continue
-            prompt_ids, target_ids = reply_tokens(policy.tokenizer, messages[: end + 1])
+            prompt_ids, target_ids = reply_tokens(policy.tokenizer, messages[: end + 1], policy.thinking)
             if len(prompt_ids) + len(target_ids) > max_length:
                 skipped += 1
                 continue
@@ -245,7 +245,7 @@ def run_sft(config: SFTConfig, model: Any, transcripts: list[dict[str, Any]], he
     if model.init_adapters:  # a folder that cannot start these adapters is refused before the model loads
         warm_start_sources(model.init_adapters, parse_policy(model.policy, roles), lora, resolve_model(model.model))
     policy = PolicySet.from_pretrained(model.model, roles=roles, policy=model.policy, lora=lora, seed=config.seed,
-                                       device=resolve_device(model.device))
+                                       device=resolve_device(model.device), thinking=model.thinking)
     if model.init_adapters:
         policy.init_from(model.init_adapters)
     examples, skipped = build_examples(policy, transcripts, config.max_length)

@@ -109,6 +109,9 @@ def add_commands(sub: Any, argv: Sequence[str]) -> None:
     from llm_marl.cli import add_api_arguments
 
     add_api_arguments(p, "--engine api")
+    p.add_argument("--thinking", action=argparse.BooleanOptionalAction, default=None,
+                   help="let a thinking model (Qwen3) reason in a <think> block before each reply, or not (its chat template's "
+                        "enable_thinking); default: as the --adapters were trained, else off; with --engine api: the server's")
     p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (the papers' validation)")
     p.add_argument("--max-new-tokens", type=int, default=256)
     p.add_argument("--out", default=None, help="also write the JSON result to this file")
@@ -296,7 +299,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         raise UserError(str(exc)) from None
     finally:
         engine.close()
-    result.update({"model": args.model, "adapters": args.adapters, "engine": args.engine})
+    result.update({"model": args.model, "adapters": args.adapters, "engine": args.engine, "thinking": args.thinking})
     text = json.dumps(result, indent=2)
     print(text)  # first: a file that cannot be written then loses nothing
     if args.out:
@@ -327,14 +330,16 @@ def adapters_base_model(adapters: str | Path | None) -> str | None:
 
 
 def load_policy(model: str, roles: list[str], policy: str = "shared", adapters: str | Path | None = None, seed: int = 0,
-                device: str | None = None) -> Any:
+                device: str | None = None, thinking: bool | None = None) -> Any:
     """The policy set of `model` (on `device`, default the CPU); with `adapters` (a folder written by
-    `PolicySet.save`), built with the saved LoRA shape and loaded with the saved weights and σ."""
+    `PolicySet.save`), built with the saved LoRA shape and loaded with the saved weights and σ. Prompts
+    let the model think before it replies if `thinking`, by default as the adapters were trained (else not)."""
     from llm_marl.policies import PolicySet, read_manifest
 
     lora = None
     if adapters is not None:
         saved, lora = read_manifest(Path(adapters), "--adapters")
+        thinking = bool(saved.get("thinking", False)) if thinking is None else thinking
         base = saved.get("base_model")
         if base:
             from llm_marl.models import resolve_model
@@ -342,7 +347,8 @@ def load_policy(model: str, roles: list[str], policy: str = "shared", adapters: 
             if Path(resolve_model(model)).resolve() != Path(base).resolve():
                 raise ValueError(f"--adapters {adapters} were trained on {base}, not on --model {model}: drop --model "
                                  "(eval then uses the adapters' base model) or pass that model")
-    loaded = PolicySet.from_pretrained(model, roles=roles, policy=policy, lora=lora, seed=seed, device=device)
+    loaded = PolicySet.from_pretrained(model, roles=roles, policy=policy, lora=lora, seed=seed, device=device,
+                                       thinking=bool(thinking))
     if adapters is not None:
         loaded.load(adapters)
     return loaded
@@ -379,7 +385,9 @@ def _eval_engine(args: argparse.Namespace, env_kwargs: dict[str, Any], user_erro
 
         # vLLM holds the weights it samples with; its policy set only writes adapter folders, so it stays on the CPU.
         device = "cpu" if args.engine == "vllm" else resolve_device(args.device)
-        policy = load_policy(args.model, roles, policy=args.policy, adapters=args.adapters, seed=args.seed, device=device)
+        policy = load_policy(args.model, roles, policy=args.policy, adapters=args.adapters, seed=args.seed, device=device,
+                             thinking=args.thinking)
+        args.thinking = policy.thinking  # the result records what the prompts were
     except (ValueError, FileNotFoundError, TypeError) as exc:
         raise user_error(str(exc)) from None
     engine = make_engine("hf", policy, seed=args.seed) if args.engine == "hf" else make_engine("vllm", policy_set=policy)

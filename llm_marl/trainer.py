@@ -223,7 +223,7 @@ def trajectory_records(out: Rollout) -> list[dict[str, Any]]:
     return [{
         "sample_id": s.sample_id, "task_id": s.task_id, "episode_id": s.episode_id, "role": s.role, "turn": s.turn,
         "candidate": s.candidate, "selected": s.selected, "trainable": s.trainable, "adapter": s.adapter, "reward": s.reward, "credit": s.credit,
-        "group_key": repr(s.group_key), "advantage": s.advantage, "text": s.text,
+        "group_key": repr(s.group_key), "advantage": s.advantage, "text": s.text, "reasoning": s.reasoning,
         "finish_reason": s.finish_reason, "truncated": s.finish_reason == "length",
         "info": {k: v for k, v in s.info.items() if k in ("team_reward", "local_reward", "local_terms", "mask", "parse_error", "success")},
     } for s in out.samples]
@@ -315,7 +315,7 @@ def _train(config: TrainConfig, resume: str | None, log: Any, engine_factory: An
         hold.enter_context(run.held())  # before the model loads: a run that another process still trains is refused at once
     lora = LoRAConfig(r=config.model.lora_r, alpha=config.model.lora_alpha, dropout=config.model.lora_dropout)
     policy = PolicySet.from_pretrained(config.model.model, roles=roles, policy=config.model.policy, lora=lora, seed=run_cfg.seed,
-                                       device=resolve_device(config.model.device))
+                                       device=resolve_device(config.model.device), thinking=config.model.thinking)
     if config.model.init_adapters and not resume:
         warm_start(policy, config.model.init_adapters, log)  # before the run directory exists: a bad path leaves nothing behind
     if not resume:
@@ -419,7 +419,8 @@ def _train(config: TrainConfig, resume: str | None, log: Any, engine_factory: An
             from llm_marl.distributed.cluster import ClusterRun
 
             threads = max(1, int(cluster.cpus_per_actor))
-            spec = EngineSpec(config.model.engine, config.model.model, tuple(roles), config.model.policy, lora, run_cfg.seed, threads)
+            spec = EngineSpec(config.model.engine, config.model.model, tuple(roles), config.model.policy, lora, run_cfg.seed, threads,
+                              config.model.thinking)
             trainer_spec = TrainerSpec(config.model.model, tuple(roles), config.model.policy, lora, config.optim, run_cfg.steps,
                                        run_cfg.seed, threads, run_cfg.deterministic)
             scale = ClusterRun(cluster, policy, engine_factory=spec, trainer=trainer_spec, log=log).start()

@@ -190,8 +190,12 @@ class _ChatServer(BaseHTTPRequestHandler):
             self.wfile.write(data)
             return
         last = body["messages"][-1]["content"]
-        choice = {"index": 0, "message": {"role": "assistant", "content": f"echo {last} #{len(type(self).bodies)}"},
-                  "finish_reason": "length" if body["max_tokens"] < 5 else "stop"}
+        message = {"role": "assistant", "content": f"echo {last} #{len(type(self).bodies)}"}
+        if body["model"] == "thinker" and body.get("chat_template_kwargs", {}).get("enable_thinking") is not False:
+            message["content"] = "<think>\nThe user said " + last + ".\n</think>\n\n" + message["content"]  # Qwen3's default
+        if body["model"] == "parsed":  # a server with a reasoning parser returns the reasoning apart
+            message["reasoning_content"] = "The user said " + last + "."
+        choice = {"index": 0, "message": message, "finish_reason": "length" if body["max_tokens"] < 5 else "stop"}
         if body.get("logprobs"):
             choice["logprobs"] = {"content": [{"token": "echo", "logprob": -0.5}, {"token": " x", "logprob": -1.25}]}
         data = json.dumps({"choices": [choice]}).encode()
@@ -247,6 +251,24 @@ def test_api_engine_against_a_local_server(server):
     assert [b["n"] for b in _ChatServer.bodies[:3]] == [3, 2, 1]  # asked again for the missing samples
     short = engine.generate(requests[1:], SamplingParams(max_new_tokens=2))[0].completions[0]
     assert short.finish_reason == "length"
+
+
+@pytest.mark.parametrize("model", ["thinker", "parsed"])
+def test_api_engine_keeps_a_thinking_models_reasoning_apart(server, model):
+    """The reply the environment reads is what follows the reasoning, whether the server leaves it in the content
+    (Qwen3 behind a server without a reasoning parser) or returns it apart."""
+    completion = APIEngine(server, model).generate([GenerationRequest(chat("hello"))], SamplingParams())[0].completions[0]
+    assert completion.text == "echo hello #1" and completion.reasoning == "The user said hello."
+
+
+@pytest.mark.parametrize("thinking, sent", [(None, None), (False, {"enable_thinking": False}), (True, {"enable_thinking": True})])
+def test_api_engine_asks_the_server_for_thinking_only_when_told(server, thinking, sent):
+    """`chat_template_kwargs` is an extension (vLLM, SGLang, llama.cpp): sent only when the user chose, so that
+    servers without it are not sent an argument they refuse."""
+    engine = APIEngine(server, "thinker", thinking=thinking)
+    completion = engine.generate([GenerationRequest(chat("hello"))], SamplingParams(top_k=5))[0].completions[0]
+    assert _ChatServer.bodies[0].get("chat_template_kwargs") == sent and _ChatServer.bodies[0]["top_k"] == 5
+    assert completion.text == "echo hello #1" and bool(completion.reasoning) == (thinking is not False)
 
 
 def test_api_engine_errors_name_the_problem(server):

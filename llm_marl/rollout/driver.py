@@ -106,6 +106,7 @@ class Reply:
     logprobs: list[float]
     finish_reason: str = "stop"
     sampled: bool = True
+    reasoning: str = ""
 
 
 @dataclass
@@ -208,7 +209,7 @@ class Turn:
             sample_id=len(self._rec.samples), task_id=parent.task.task_id, episode_id=child.episode_id,
             decision_id=self.decision_id, candidate=index, role=self.agent,
             turn=int(self.observation.get("turn", parent.steps)), step=parent.steps, adapter=self.adapter,
-            messages=self.messages, text=reply.text,
+            messages=self.messages, text=reply.text, reasoning=reply.reasoning,
             prompt_ids=list(self.prompt_ids) if reply.sampled else [], response_ids=list(reply.token_ids),
             old_logprobs=list(reply.logprobs), finish_reason=reply.finish_reason,
             reward=reward, info=info,
@@ -357,7 +358,8 @@ def rollout(tasks: list[Task], plan: SamplingPlan, engine: Engine, sigma: Sigma 
         for i, (branch, agent, obs, adapter, decision) in enumerate(pending):
             if decision.replies is None:
                 res = by_index[i]
-                replies = [Reply(c.text, list(c.token_ids), list(c.logprobs), c.finish_reason) for c in res.completions]
+                replies = [Reply(c.text, list(c.token_ids), list(c.logprobs), c.finish_reason, reasoning=c.reasoning)
+                           for c in res.completions]
                 prompt_ids = list(res.prompt_ids)
             else:
                 replies = [Reply(text, [], [], "fixed", sampled=False) for text in decision.replies]

@@ -39,6 +39,7 @@ class Sample:
     messages: list[Message]
     """The chat the role saw (the prompt)."""
     text: str
+    """The reply the environment read (without a thinking model's reasoning, which `reasoning` keeps)."""
     prompt_ids: list[int]
     response_ids: list[int]
     old_logprobs: list[float]
@@ -58,6 +59,8 @@ class Sample:
     """The scalar the algorithm assigns (before group normalisation)."""
     group_key: Hashable | None = None
     advantage: float = 0.0
+    reasoning: str = ""
+    """A thinking model's reasoning before the reply ("" without one); its tokens are in `response_ids`."""
 
     @property
     def num_response_tokens(self) -> int:
