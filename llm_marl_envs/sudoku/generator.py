@@ -90,9 +90,9 @@ class SudokuInstance:
 UNIQUENESS_BUDGET = 2_000
 """Search nodes a proof that a clue can go may take on boards above 12x12; a clue whose proof takes more
 stays, so the puzzle stays unique and generation ends (a minimal 16x16 puzzle's proofs can take hours).
-Boards up to 12x12 are proven without a budget, so their puzzles are minimal as before (on 2 cores the
-longest proof of 20 12x12 puzzles took 681,323 nodes, ~2.8 s a puzzle); a 16x16 puzzle takes ~1 s and
-keeps ~100 of its 256 clues."""
+Boards up to 12x12 are proven without a budget, so their puzzles are minimal as before (12x12 by exact
+cover, ~0.3 s a puzzle on 2 cores: see `solver.EXACT_COVER_FROM`); a 16x16 puzzle takes ~1 s and keeps
+~100 of its 256 clues (exact cover too needs minutes for a minimal one)."""
 
 
 def remove_clues(solution: Grid, shape: Shape, rng: np.random.Generator, *, min_clues: int = 0,
