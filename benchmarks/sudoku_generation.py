@@ -71,7 +71,8 @@ def table(before: list[dict[str, dict[str, list]]], after: list[dict[str, dict[s
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--base", required=True, help="git revision to compare with (exported with git archive)")
+    ap.add_argument("--base", default="2a0f209", help="git revision to compare with (exported with git archive; "
+                    "2a0f209: the cell search on every board)")
     ap.add_argument("--sizes", type=int, nargs="+", default=[9, 10, 12], help="board sizes")
     ap.add_argument("--seeds", type=int, default=4, help="puzzles per size (seeds 0..S-1)")
     ap.add_argument("--rounds", type=int, default=3, help="alternating measuring rounds per tree")
