@@ -158,8 +158,8 @@ def solution_table(shape: Shape) -> tuple[int, tuple[tuple[int, ...], ...]] | No
 EXACT_COVER_FROM = 12
 """The smallest board whose proofs without a budget are by exact cover (`_other_cover`), the same answers
 as the cell search's: a 12x12 puzzle takes 0.35 s by median where the cell search took 3.4 s (0.4-9 s;
-benchmarks/sudoku_generation.py); on 9x9 and 10x10 the cell search is the faster (10x10: 0.055 against
-0.065 s a puzzle)."""
+benchmarks/sudoku_generation.py). Smaller boards keep the cell search, which a trial by hand found the
+faster on 9x9 and 10x10."""
 
 
 def has_other_solution(grid: Grid | list[list[int]], shape: Shape, r: int, c: int, value: int,
