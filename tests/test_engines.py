@@ -181,6 +181,14 @@ class _ChatServer(BaseHTTPRequestHandler):
             self.end_headers()
             self.wfile.write(b"model exploded")
             return
+        if body["model"] == "strict" and "chat_template_kwargs" in body:  # as OpenAI's own API
+            data = json.dumps({"error": {"message": "Unrecognized request argument supplied: chat_template_kwargs",
+                                         "type": "invalid_request_error"}}).encode()
+            self.send_response(400)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(data)
+            return
         refusal = _context_refusal(body)
         if refusal:
             data = json.dumps({"object": "error", "message": refusal, "type": "BadRequestError", "code": 400}).encode()
@@ -269,6 +277,12 @@ def test_api_engine_asks_the_server_for_thinking_only_when_told(server, thinking
     completion = engine.generate([GenerationRequest(chat("hello"))], SamplingParams(top_k=5))[0].completions[0]
     assert _ChatServer.bodies[0].get("chat_template_kwargs") == sent and _ChatServer.bodies[0]["top_k"] == 5
     assert completion.text == "echo hello #1" and bool(completion.reasoning) == (thinking is not False)
+
+
+def test_api_engine_a_server_without_the_thinking_switch_names_the_fix(server):
+    with pytest.raises(APIError, match="HTTP 400: .*chat_template_kwargs.*drop --thinking/--no-thinking"):
+        APIEngine(server, "strict", thinking=False).generate([GenerationRequest(chat("x"))], SamplingParams())
+    assert APIEngine(server, "strict").generate([GenerationRequest(chat("x"))], SamplingParams())[0].completions[0].text
 
 
 def test_api_engine_errors_name_the_problem(server):

@@ -137,8 +137,9 @@ class APIEngine:
             room = _room_left(detail) if exc.status_code in (400, 413, 422) else None
             if room is not None:
                 raise _ContextFull(room) from None
-            detail = detail[:300]
-            raise APIError(f"{self.url} answered HTTP {exc.status_code}: {detail}") from None
+            hint = ("; it does not take chat_template_kwargs: drop --thinking/--no-thinking (the server's default applies)"
+                    if "chat_template_kwargs" in detail and "chat_template_kwargs" in body.get("extra_body", {}) else "")
+            raise APIError(f"{self.url} answered HTTP {exc.status_code}: {detail[:300]}{hint}") from None
         except openai.APIResponseValidationError as exc:
             raise APIError(f"{self.url} did not answer an OpenAI chat completion ({exc})") from None
 
