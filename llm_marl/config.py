@@ -38,6 +38,8 @@ class ModelConfig:
     lora_dropout: float = opt(0.0, "LoRA dropout")
     init_adapters: str = opt("", "start the adapters from saved ones (an `llm-marl sft` or `train` run directory, or its adapters folder): a warm start")
     device: str = opt("auto", "where the trainer's model (and the hf engine) runs: auto (cuda when torch sees a GPU, else cpu), cpu, cuda, cuda:N")
+    dtype: Literal["auto", "float32", "bfloat16"] = opt("auto", "the base model's weights: auto is bfloat16 on a GPU that "
+                                                        "supports it, else float32; the LoRA adapters are float32 either way")
     thinking: bool = opt(False, "let a thinking model (Qwen3) reason in a <think> block before each reply (its chat template's "
                                 "enable_thinking); off: it replies at once, the no-thinking mode AT-GRPO trains Qwen3 in")
 

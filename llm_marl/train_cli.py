@@ -106,6 +106,8 @@ def add_commands(sub: Any, argv: Sequence[str]) -> None:
     p.add_argument("--engine", default="hf", choices=["hf", "vllm", "api"])
     p.add_argument("--device", default="auto", help="where the model runs with --engine hf: auto (cuda when torch sees a GPU, "
                    "else cpu), cpu, cuda, cuda:N")
+    p.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16"],
+                   help="the base model's weights with --engine hf: auto is bfloat16 on a GPU that supports it, else float32")
     from llm_marl.cli import add_api_arguments
 
     add_api_arguments(p, "--engine api")
@@ -330,7 +332,7 @@ def adapters_base_model(adapters: str | Path | None) -> str | None:
 
 
 def load_policy(model: str, roles: list[str], policy: str = "shared", adapters: str | Path | None = None, seed: int = 0,
-                device: str | None = None, thinking: bool | None = None) -> Any:
+                device: str | None = None, thinking: bool | None = None, dtype: str = "float32") -> Any:
     """The policy set of `model` (on `device`, default the CPU); with `adapters` (a folder written by
     `PolicySet.save`), built with the saved LoRA shape and loaded with the saved weights and σ. Prompts
     let the model think before it replies if `thinking`, by default as the adapters were trained (else not)."""
@@ -347,7 +349,7 @@ def load_policy(model: str, roles: list[str], policy: str = "shared", adapters: 
             if Path(resolve_model(model)).resolve() != Path(base).resolve():
                 raise ValueError(f"--adapters {adapters} were trained on {base}, not on --model {model}: drop --model "
                                  "(eval then uses the adapters' base model) or pass that model")
-    loaded = PolicySet.from_pretrained(model, roles=roles, policy=policy, lora=lora, seed=seed, device=device,
+    loaded = PolicySet.from_pretrained(model, roles=roles, policy=policy, lora=lora, seed=seed, device=device, dtype=dtype,
                                        thinking=bool(thinking))
     if adapters is not None:
         loaded.load(adapters)
@@ -381,12 +383,12 @@ def _eval_engine(args: argparse.Namespace, env_kwargs: dict[str, Any], user_erro
 
                 lora_rank_slot(read_manifest(Path(args.adapters), "--adapters")[1].r,
                                source=f"--adapters {args.adapters} of LoRA rank", fix="use --engine hf")
-        from llm_marl.models import resolve_device
+        from llm_marl.models import resolve_device, resolve_dtype
 
         # vLLM holds the weights it samples with; its policy set only writes adapter folders, so it stays on the CPU.
         device = "cpu" if args.engine == "vllm" else resolve_device(args.device)
         policy = load_policy(args.model, roles, policy=args.policy, adapters=args.adapters, seed=args.seed, device=device,
-                             thinking=args.thinking)
+                             thinking=args.thinking, dtype=resolve_dtype(args.dtype, device))
         args.thinking = policy.thinking  # the result records what the prompts were
     except (ValueError, FileNotFoundError, TypeError) as exc:
         raise user_error(str(exc)) from None

@@ -292,7 +292,7 @@ def train(config: TrainConfig, resume: str | None = None, log: Any = print,
 
 
 def _train(config: TrainConfig, resume: str | None, log: Any, engine_factory: Any, hold: contextlib.ExitStack) -> RunDir:
-    from llm_marl.models import resolve_device
+    from llm_marl.models import resolve_device, resolve_dtype
     from llm_marl.policies import LoRAConfig, PolicySet, set_deterministic
     from llm_marl.provenance import record, versions
     from llm_marl.threads import set_threads
@@ -314,8 +314,9 @@ def _train(config: TrainConfig, resume: str | None, log: Any, engine_factory: An
         run = RunDir.open(resume)
         hold.enter_context(run.held())  # before the model loads: a run that another process still trains is refused at once
     lora = LoRAConfig(r=config.model.lora_r, alpha=config.model.lora_alpha, dropout=config.model.lora_dropout)
+    device = resolve_device(config.model.device)
     policy = PolicySet.from_pretrained(config.model.model, roles=roles, policy=config.model.policy, lora=lora, seed=run_cfg.seed,
-                                       device=resolve_device(config.model.device), thinking=config.model.thinking)
+                                       device=device, dtype=resolve_dtype(config.model.dtype, device), thinking=config.model.thinking)
     if config.model.init_adapters and not resume:
         warm_start(policy, config.model.init_adapters, log)  # before the run directory exists: a bad path leaves nothing behind
     if not resume:
@@ -420,9 +421,9 @@ def _train(config: TrainConfig, resume: str | None, log: Any, engine_factory: An
 
             threads = max(1, int(cluster.cpus_per_actor))
             spec = EngineSpec(config.model.engine, config.model.model, tuple(roles), config.model.policy, lora, run_cfg.seed, threads,
-                              config.model.thinking)
+                              config.model.thinking, config.model.dtype)
             trainer_spec = TrainerSpec(config.model.model, tuple(roles), config.model.policy, lora, config.optim, run_cfg.steps,
-                                       run_cfg.seed, threads, run_cfg.deterministic)
+                                       run_cfg.seed, threads, run_cfg.deterministic, config.model.dtype)
             scale = ClusterRun(cluster, policy, engine_factory=spec, trainer=trainer_spec, log=log).start()
             hold.enter_context(sigterm_interrupts())  # ray.init installed its own handler (sys.exit): take SIGTERM back
             scale.load_trainer_state(optimizers, schedulers)

@@ -60,9 +60,11 @@ class EngineSpec:
     seed: int = 0
     threads: int = 1
     thinking: bool = False
+    dtype: str = "auto"
 
     def __call__(self) -> Any:
         from llm_marl.engines import make_engine
+        from llm_marl.models import resolve_dtype
         from llm_marl.policies import PolicySet
 
         if self.threads:
@@ -73,7 +75,7 @@ class EngineSpec:
         # An hf engine samples with its own model: on the GPU when Ray gave the actor one (as a trainer rank's).
         device = "cpu" if self.kind == "vllm" or not _ray_gave_a_gpu() else "cuda"
         policy = PolicySet.from_pretrained(self.model, roles=list(self.roles), policy=self.policy, lora=self.lora, seed=self.seed,
-                                           device=device, thinking=self.thinking)
+                                           device=device, dtype=resolve_dtype(self.dtype, device), thinking=self.thinking)
         if self.kind == "hf":
             return make_engine("hf", policy, seed=self.seed)
         return make_engine("vllm", policy_set=policy, seed=self.seed)
@@ -163,7 +165,8 @@ class TrainerSpec:
     seed: int = 0
     threads: int = 1
     deterministic: bool = False
-    dtype: str = "float32"
+    dtype: str = "auto"
+    """The base weights' dtype (`resolve_dtype`: auto is bfloat16 when Ray gave the rank a GPU that supports it)."""
 
 
 def free_port() -> tuple[str, int]:
@@ -181,6 +184,7 @@ class TrainerRank:
     def __init__(self, spec: TrainerSpec, rank: int, world: int):
         import torch
 
+        from llm_marl.models import resolve_dtype
         from llm_marl.policies import PolicySet, set_deterministic
         from llm_marl.trainer import lr_lambda
 
@@ -190,7 +194,7 @@ class TrainerRank:
             set_deterministic(True, spec.seed)
         self.rank, self.world = rank, world
         self.policy = PolicySet.from_pretrained(spec.model, roles=list(spec.roles), policy=spec.policy, lora=spec.lora, seed=spec.seed,
-                                                dtype=spec.dtype)
+                                                dtype=resolve_dtype(spec.dtype, "cuda" if _ray_gave_a_gpu() else "cpu"))
         if _ray_gave_a_gpu():
             self.policy.model.to("cuda")
         self.optimizers = {a: torch.optim.AdamW(self.policy.trainable_parameters(a), lr=spec.optim.lr, weight_decay=spec.optim.weight_decay)

@@ -111,11 +111,22 @@ def resolve_device(device: str = "auto") -> str:
     raise ValueError(f"--device must be auto, cpu, cuda or cuda:N, got {device!r}")
 
 
+def resolve_dtype(dtype: str, device: str) -> str:
+    """The dtype of the base model's weights on `device`: `auto` is bfloat16 on a CUDA device that supports it
+    (as vLLM serves a bfloat16 checkpoint, and as the papers train), else float32 (CPUs, older GPUs); any other
+    torch dtype name as given (the command line offers float32 and bfloat16; tests use float64)."""
+    import torch
+
+    if dtype == "auto":
+        return "bfloat16" if str(device).startswith("cuda") and torch.cuda.is_bf16_supported() else "float32"
+    return dtype
+
+
 def load_model_and_tokenizer(name: str, dtype: "torch.dtype | str" = "float32", device: str | None = None) -> tuple[Any, Any]:
     """(causal LM in eval mode, tokenizer with a pad token) for `name`, loaded offline.
 
-    float32 by default: the CPU path (and on-policy log-prob checks) want it; pass `torch.bfloat16`
-    on a GPU.
+    float32 by default (the CPU path); `resolve_dtype` picks bfloat16 on a GPU. LoRA adapters added by PEFT
+    stay float32 over a bfloat16 base.
     """
     import torch
     from transformers import AutoModelForCausalLM

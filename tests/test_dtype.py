@@ -1,0 +1,77 @@
+"""`--dtype`: the base model's weights in bfloat16 on a GPU (as vLLM serves them and the papers train), float32 on
+a CPU; the LoRA adapters stay float32. Until 2026-11 every path loaded float32, also on a GPU."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from llm_marl.cli import main
+from llm_marl.models import resolve_dtype
+from tests.test_progress import ARGS
+
+
+def test_auto_is_bfloat16_on_a_gpu_that_supports_it(monkeypatch):
+    assert resolve_dtype("auto", "cpu") == "float32"
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: True)
+    assert resolve_dtype("auto", "cuda") == resolve_dtype("auto", "cuda:1") == "bfloat16"
+    assert resolve_dtype("auto", "cpu") == "float32"
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: False)  # e.g. a V100
+    assert resolve_dtype("auto", "cuda") == "float32"
+    assert resolve_dtype("bfloat16", "cpu") == "bfloat16" and resolve_dtype("float32", "cuda") == "float32"
+
+
+@pytest.fixture
+def loaded_dtypes(monkeypatch):
+    """The dtype every model load asked for."""
+    from llm_marl import models
+
+    seen, load = [], models.load_model_and_tokenizer
+
+    def spy(name, dtype="float32", device=None):
+        seen.append(dtype)
+        return load(name, dtype=dtype, device=device)
+
+    monkeypatch.setattr(models, "load_model_and_tokenizer", spy)
+    return seen
+
+
+def test_train_and_eval_in_bfloat16(tmp_path, capsys, loaded_dtypes):
+    assert main(["train", *ARGS, "--steps", "1", "--dtype", "bfloat16", "--out-dir", str(tmp_path), "--run-name", "r"]) == 0
+    assert json.loads((tmp_path / "r" / "config.json").read_text())["model"]["dtype"] == "bfloat16"
+    out = tmp_path / "eval.json"
+    assert main(["eval", "--env", "plan_path", "--adapters", str(tmp_path / "r"), "--n", "1", "--max-new-tokens", "4",
+                 "--dtype", "bfloat16", "--out", str(out)]) == 0
+    assert json.loads(out.read_text())["episodes"] == 1
+    assert loaded_dtypes == ["bfloat16", "bfloat16"]
+
+
+def test_the_default_on_a_cpu_is_float32(tmp_path, capsys, loaded_dtypes):
+    assert main(["train", *ARGS, "--steps", "1", "--out-dir", str(tmp_path), "--run-name", "r"]) == 0
+    assert loaded_dtypes == ["float32"]
+
+
+def test_adapters_over_a_bfloat16_base_stay_float32_and_sample_on_policy():
+    """The hf engine's log-probs are the update's, in bfloat16 as in float32."""
+    from llm_marl.engines.base import GenerationRequest, SamplingParams
+    from llm_marl.engines.hf import HFEngine
+    from llm_marl.policies import LoRAConfig, PolicySet
+
+    policy = PolicySet.from_pretrained("tiny-random", roles=["planner"], lora=LoRAConfig(r=4, alpha=8), dtype="bfloat16")
+    dtypes = {name: p.dtype for name, p in policy.model.named_parameters()}
+    assert {d for n, d in dtypes.items() if "lora_" in n} == {torch.float32}
+    assert {d for n, d in dtypes.items() if "lora_" not in n} == {torch.bfloat16}
+    request = GenerationRequest([{"role": "user", "content": "Move to the goal."}], adapter="shared", n=3)
+    result = HFEngine(policy).generate([request], SamplingParams(temperature=1.0, max_new_tokens=8, seed=1))[0]
+    replies = [c.token_ids for c in result.completions]
+    recomputed = policy.response_logprobs([result.prompt_ids] * 3, replies, "shared", temperature=1.0)
+    for completion, row in zip(result.completions, recomputed):
+        assert row[: len(completion.logprobs)].tolist() == pytest.approx(completion.logprobs, abs=1e-3)
+
+
+def test_a_dtype_that_is_not_offered(capsys):
+    with pytest.raises(SystemExit):
+        main(["train", *ARGS, "--dtype", "float16"])
+    assert "invalid choice: 'float16'" in capsys.readouterr().err
