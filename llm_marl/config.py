@@ -81,6 +81,9 @@ class OptimConfig:
     grad_clip: float = opt(1.0, "max global gradient norm per adapter (AT-GRPO A.2.1: 1.0)")
     epochs: int = opt(1, "passes over each step's samples")
     minibatch_size: int = opt(8, "samples per optimiser step (per adapter)")
+    micro_batch_size: int = opt(0, "at most this many samples per forward/backward pass, gradients accumulated to the same "
+                                   "optimiser step (less memory for long replies); replies sharing a prompt or a loss segment "
+                                   "stay together; 0: the whole minibatch at once")
     clip_eps: float = opt(0.2, "PPO clip range epsilon (low side)")
     clip_eps_high: float = opt(0.2, "PPO clip range on the high side")
     share_prompts: bool = opt(True, "run a prompt shared by several replies (a decision's K candidates) once per minibatch in the update; exact, only faster")
@@ -106,6 +109,8 @@ class OptimConfig:
             raise ValueError(f"--clip-eps must be in [0, 1) and --clip-eps-high >= 0, got {self.clip_eps} and {self.clip_eps_high}")
         if self.minibatch_size < 1 or self.epochs < 1:
             raise ValueError("--minibatch-size and --epochs must be >= 1")
+        if self.micro_batch_size < 0:
+            raise ValueError(f"--micro-batch-size must be >= 0 (0: the whole minibatch at once), got {self.micro_batch_size}")
         if self.kl_beta is not None and self.kl_beta < 0:
             raise ValueError(f"--kl-beta must be >= 0, got {self.kl_beta}")
 

@@ -138,7 +138,6 @@ def apply_update(policy: Any, optimizers: dict[str, torch.optim.Optimizer], shar
     their shards of the same plan. Returns the minibatch metrics (identical on every rank).
     """
     sums: dict[str, list[float]] = defaultdict(list)
-    pad = policy.tokenizer.pad_token_id or 0
     for shard in shards:
         adapter = shard.adapter
         optimizer = optimizers[adapter]
@@ -146,29 +145,21 @@ def apply_update(policy: Any, optimizers: dict[str, torch.optim.Optimizer], shar
         optimizer.zero_grad(set_to_none=True)
         local: dict[str, float] = {}
         ratio_max = float("-inf")
-        if shard.samples:
-            batch_t = collate(shard.samples, segment=segment, pad_id=pad)
-            logprobs = policy.response_logprobs(batch_t["prompt_ids"], batch_t["response_ids"], adapter, temperature,
-                                                grad=True, response_mask=batch_t["response_mask"], share_prompts=optim.share_prompts)
-            ref = None
-            if loss_config.beta > 0:
-                ref = policy.reference_logprobs(batch_t["prompt_ids"], batch_t["response_ids"], temperature,
-                                                response_mask=batch_t["response_mask"], share_prompts=optim.share_prompts)
-            loss, metrics = policy_loss(logprobs, batch_t["old_logprobs"].to(logprobs.device),
-                                        batch_t["advantages"].to(logprobs.device), batch_t["response_mask"].to(logprobs.device),
-                                        loss_config, ref_logprobs=ref, segment_ids=batch_t["segment_ids"], normalizer=shard.normalizer)
-            loss.backward()
-            share = float(batch_t["response_mask"].sum()) / max(shard.tokens, 1.0)
-            local["total"] = float(loss.detach())
+        micro = micro_batches(shard.samples, optim.micro_batch_size, segment, optim.share_prompts)
+        parts = [_backward(policy, samples, shard, optim, loss_config, temperature, segment) for samples in micro]
+        masked = sum(tokens for tokens, _ in parts)
+        for tokens, metrics in parts:  # what one pass over the shard would have measured
             for key, value in metrics.items():
                 name = key.removeprefix("loss/")
                 if name == "ratio_max":
-                    ratio_max = float(value)
-                elif name in _TOKEN_WEIGHTED:
-                    local[name] = float(value) * (share if distributed else 1.0)
+                    ratio_max = max(ratio_max, value)
+                elif name in _TOKEN_WEIGHTED and len(parts) > 1:
+                    local[name] = local.get(name, 0.0) + value * tokens / max(masked, 1.0)
                 else:
-                    local[name] = float(value)
+                    local[name] = local.get(name, 0.0) + value
         if distributed:
+            share = masked / max(shard.tokens, 1.0)
+            local = {name: value * share if name in _TOKEN_WEIGHTED else value for name, value in local.items()}
             local, ratio_max = _all_reduce(params, local, ratio_max)
         grad_norm = clipped_step(optimizer, params, optim.grad_clip)
         if grad_norm is None:
@@ -181,6 +172,39 @@ def apply_update(policy: Any, optimizers: dict[str, torch.optim.Optimizer], shar
         for name, value in local.items():
             sums[f"loss/{adapter}/{name}"].append(value)
     return {k: (sum(v) if k.startswith("update/") else sum(v) / len(v)) for k, v in sums.items()}
+
+
+def micro_batches(samples: list[Sample], size: int, segment: str, share_prompts: bool) -> list[list[Sample]]:
+    """A shard's samples in forward/backward passes of at most `size` samples (0: one pass), whole loss units each:
+    every term of the loss is divided by the minibatch's normaliser, so the passes' gradients add up to the one
+    pass's (up to rounding)."""
+    if not samples:
+        return []
+    if size <= 0 or len(samples) <= size:
+        return [samples]
+    out: list[list[Sample]] = [[]]
+    for unit in loss_units(samples, segment, share_prompts):
+        if out[-1] and len(out[-1]) + len(unit) > size:  # a unit larger than `size` gets a pass of its own
+            out.append([])
+        out[-1].extend(unit)
+    return out
+
+
+def _backward(policy: Any, samples: list[Sample], shard: MinibatchShard, optim: Any, loss_config: LossConfig,
+              temperature: float, segment: str) -> tuple[float, dict[str, float]]:
+    """One forward/backward pass over `samples` (gradients accumulate): (their generated tokens, the loss metrics)."""
+    batch_t = collate(samples, segment=segment, pad_id=policy.tokenizer.pad_token_id or 0)
+    logprobs = policy.response_logprobs(batch_t["prompt_ids"], batch_t["response_ids"], shard.adapter, temperature,
+                                        grad=True, response_mask=batch_t["response_mask"], share_prompts=optim.share_prompts)
+    ref = None
+    if loss_config.beta > 0:
+        ref = policy.reference_logprobs(batch_t["prompt_ids"], batch_t["response_ids"], temperature,
+                                        response_mask=batch_t["response_mask"], share_prompts=optim.share_prompts)
+    loss, metrics = policy_loss(logprobs, batch_t["old_logprobs"].to(logprobs.device),
+                                batch_t["advantages"].to(logprobs.device), batch_t["response_mask"].to(logprobs.device),
+                                loss_config, ref_logprobs=ref, segment_ids=batch_t["segment_ids"], normalizer=shard.normalizer)
+    loss.backward()
+    return float(batch_t["response_mask"].sum()), {"total": float(loss.detach()), **{k: float(v) for k, v in metrics.items()}}
 
 
 def clipped_step(optimizer: torch.optim.Optimizer, params: list[torch.nn.Parameter], grad_clip: float) -> float | None:

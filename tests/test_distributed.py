@@ -26,6 +26,7 @@ from llm_marl.distributed.pool import RayEnginePool
 from llm_marl.engines.base import GenerationRequest, SamplingParams
 from llm_marl.engines.scripted import ScriptedEngine
 from llm_marl.rollout import RequestTag, make_tasks, rollout
+from tests.support.update_samples import adapter_weights, synthetic_samples, tiny_policy
 
 ray = pytest.importorskip("ray", reason="the ray extra is not installed (pip install -e '.[ray]')")
 pytestmark = [pytest.mark.distributed, pytest.mark.timeout(240)]
@@ -232,34 +233,6 @@ def test_sandbox_runs_inside_a_worker_actor_with_its_isolation_layers(local_ray)
 
 
 # ---------------------------------------------------------------------------- trainer ranks
-def tiny_policy(policy="per-role", seed=0, dtype="float32"):
-    from llm_marl.policies import LoRAConfig, PolicySet
-
-    return PolicySet.from_pretrained("tiny-random", roles=["tool", "planner"], policy=policy, lora=LoRAConfig(r=4, alpha=8), seed=seed,
-                                     dtype=dtype)
-
-
-def synthetic_samples(tokenizer, rng: np.random.Generator):
-    """Samples of two adapters with prompts and replies of unequal lengths and non-zero advantages."""
-    from llm_marl.rollout import Sample
-
-    vocab = min(tokenizer.vocab_size, 200)
-    samples = []
-    for i in range(11):
-        adapter = "planner" if i == 10 else "tool"  # one planner sample: rank 1's planner shard is empty
-        prompt = [int(x) for x in rng.integers(3, vocab, size=4 + i % 5)]
-        response = [int(x) for x in rng.integers(3, vocab, size=2 + (i * 7) % 11)]
-        samples.append(Sample(sample_id=i, task_id=f"t{i // 2}", episode_id=f"t{i // 2}", decision_id=i, candidate=0, role=adapter,
-                              turn=0, step=0, adapter=adapter, messages=[], text="", prompt_ids=prompt, response_ids=response,
-                              old_logprobs=[float(-x) for x in rng.uniform(3, 6, size=len(response))],
-                              advantage=float(rng.normal())))
-    return samples
-
-
-def adapter_weights(policy) -> dict[str, torch.Tensor]:
-    return {k: v.detach().clone() for k, v in policy.model.named_parameters() if "lora_" in k}
-
-
 def test_two_rank_gloo_update_with_unequal_shards_equals_one_process(local_ray):
     from llm_marl.config import OptimConfig
     from llm_marl.distributed.actors import TrainerSpec

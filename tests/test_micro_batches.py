@@ -1,0 +1,71 @@
+"""`--micro-batch-size`: a minibatch's forward/backward passes split into smaller ones, gradients accumulated, for
+the same optimiser step (less activation memory for long replies)."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+
+import numpy as np
+import pytest
+import torch
+
+from llm_marl.config import OptimConfig
+from llm_marl.loss import LossConfig
+from llm_marl.trainer import update_policy
+from llm_marl.update import micro_batches
+from tests.support.update_samples import adapter_weights, synthetic_samples, tiny_policy
+
+
+def _update(samples, optim, loss, segment):
+    # float64, so that what is left of the difference (summation order) is far below the tolerance.
+    policy = tiny_policy(dtype="float64")
+    passes = []
+    forward = policy.response_logprobs
+
+    def counted(prompts, *args, **kwargs):
+        passes.append(len(prompts))
+        return forward(prompts, *args, **kwargs)
+
+    policy.response_logprobs = counted
+    optimizers = {a: torch.optim.AdamW(policy.trainable_parameters(a), lr=optim.lr) for a in policy.adapters}
+    metrics = update_policy(policy, optimizers, copy.deepcopy(samples), optim, loss, 1.0, segment, np.random.default_rng(7))
+    return adapter_weights(policy), metrics, passes
+
+
+@pytest.mark.parametrize("aggregation, segment", [("token-mean", "sample"), ("seq-mean", "episode"), ("seq-sum", "sample")])
+@pytest.mark.parametrize("micro", [1, 3])
+def test_micro_batches_take_the_same_step(aggregation, segment, micro):
+    optim = OptimConfig(lr=5e-2, minibatch_size=6, epochs=2, kl_beta=0.0, ratio_level="token", loss_agg=aggregation)
+    loss = LossConfig(aggregation=aggregation)
+    samples = synthetic_samples(tiny_policy().tokenizer, np.random.default_rng(1))
+    whole, expected, passes = _update(samples, optim, loss, segment)
+    split, got, micro_passes = _update(samples, dataclasses.replace(optim, micro_batch_size=micro), loss, segment)
+    assert sum(passes) == sum(micro_passes) and max(micro_passes) <= max(micro, 2)  # episodes of 2 samples stay whole
+    assert len(micro_passes) > len(passes)  # the minibatches were split
+    for name in whole:
+        torch.testing.assert_close(split[name], whole[name], atol=1e-9, rtol=1e-9)
+    assert got.keys() == expected.keys()
+    for key in expected:
+        assert got[key] == pytest.approx(expected[key], rel=1e-6, abs=1e-9), key
+
+
+def test_micro_batches_keep_loss_units_whole():
+    from llm_marl.rollout import Sample
+
+    def sample(i, prompt, episode):
+        return Sample(sample_id=i, task_id="t", episode_id=episode, decision_id=i, candidate=0, role="tool", turn=0, step=0,
+                      adapter="tool", messages=[], text="", prompt_ids=prompt, response_ids=[5], old_logprobs=[-1.0])
+
+    samples = [sample(0, [1], "a"), sample(1, [1], "b"), sample(2, [2], "c"), sample(3, [3], "d"), sample(4, [3], "e")]
+    ids = lambda batches: [[s.sample_id for s in b] for b in batches]  # noqa: E731
+    assert ids(micro_batches(samples, 0, "sample", True)) == [[0, 1, 2, 3, 4]]
+    assert ids(micro_batches(samples, 2, "sample", True)) == [[0, 1], [2], [3, 4]]  # a shared prompt is one unit
+    assert ids(micro_batches(samples, 1, "sample", True)) == [[0, 1], [2], [3, 4]]  # a unit larger than the size
+    assert ids(micro_batches(samples, 2, "sample", False)) == [[0, 1], [2, 3], [4]]
+    assert micro_batches([], 2, "sample", True) == []
+
+
+def test_micro_batch_size_must_not_be_negative():
+    with pytest.raises(ValueError, match="--micro-batch-size must be >= 0"):
+        OptimConfig(micro_batch_size=-1)
