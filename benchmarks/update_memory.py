@@ -1,0 +1,98 @@
+"""The update's peak memory and time by `--micro-batch-size`: one minibatch of long replies, one optimiser step.
+
+    python benchmarks/update_memory.py --model smollm2-135m --samples 8 --prompt 400 --reply 512 --micro 0 4 2 1 --write benchmarks.md
+
+Each size runs in its own subprocess: it loads the model, builds `--samples` synthetic samples (random
+prompt and reply tokens, non-zero advantages; distinct prompts, so no two samples must share a pass),
+and takes one update (`trainer.update_policy`, token-mean, one epoch, a minibatch holding every sample).
+Peak memory is the process's maximum resident set (`ru_maxrss`) over the update, less its resident set
+just before it (the model, the optimizer's state not yet allocated): activations, gradients and AdamW's
+moments. On a GPU the same split bounds the activations held at once; this script measures the CPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _rss_mib() -> float:
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def worker(model: str, samples: int, prompt: int, reply: int, micro: int) -> dict[str, float]:
+    import numpy as np
+    import torch
+
+    from llm_marl.config import OptimConfig
+    from llm_marl.loss import LossConfig
+    from llm_marl.policies import PolicySet
+    from llm_marl.rollout import Sample
+    from llm_marl.trainer import update_policy
+
+    torch.set_num_threads(len(os.sched_getaffinity(0)))
+    policy = PolicySet.from_pretrained(model, roles=["tool"], policy="shared")
+    rng = np.random.default_rng(0)
+    vocab = policy.tokenizer.vocab_size
+    batch = [Sample(sample_id=i, task_id=f"t{i}", episode_id=f"t{i}", decision_id=i, candidate=0, role="tool", turn=0, step=0,
+                    adapter="shared", messages=[], text="", prompt_ids=rng.integers(10, vocab, prompt).tolist(),
+                    response_ids=rng.integers(10, vocab, reply).tolist(), old_logprobs=[-5.0] * reply,
+                    advantage=float(rng.choice([-1.0, 1.0]))) for i in range(samples)]
+    optim = OptimConfig(minibatch_size=samples, micro_batch_size=micro, kl_beta=0.0, ratio_level="token", loss_agg="token-mean")
+    optimizers = {"shared": torch.optim.AdamW(policy.trainable_parameters("shared"), lr=1e-5)}
+    before = _rss_mib()
+    start = time.perf_counter()
+    update_policy(policy, optimizers, batch, optim, LossConfig(aggregation="token-mean"), 1.0, "sample", np.random.default_rng(0))
+    seconds = time.perf_counter() - start
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+    return {"peak_over_mib": peak - before, "seconds": seconds}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--model", default="smollm2-135m")
+    ap.add_argument("--samples", type=int, default=8, help="samples in the minibatch")
+    ap.add_argument("--prompt", type=int, default=400, help="prompt tokens per sample")
+    ap.add_argument("--reply", type=int, default=512, help="reply tokens per sample")
+    ap.add_argument("--micro", type=int, nargs="+", default=[0, 4, 2, 1], help="micro-batch sizes (0: the whole minibatch)")
+    ap.add_argument("--write", metavar="FILE", help="write the table into this benchmarks.md section")
+    ap.add_argument("--worker", type=int, default=None, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.worker is not None:
+        sys.path.insert(0, str(ROOT))
+        print(json.dumps(worker(args.model, args.samples, args.prompt, args.reply, args.worker)))
+        return
+    rows = ["| --micro-batch-size | passes | peak memory over the loaded model | update time |", "|---|---|---|---|"]
+    for micro in args.micro:
+        cmd = [sys.executable, __file__, "--worker", str(micro), "--model", args.model, "--samples", str(args.samples),
+               "--prompt", str(args.prompt), "--reply", str(args.reply)]
+        proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=False)
+        if proc.returncode != 0:
+            raise RuntimeError(f"worker for --micro-batch-size {micro} failed:\n{proc.stderr[-3000:]}")
+        result = json.loads(proc.stdout.strip().splitlines()[-1])
+        passes = 1 if micro == 0 else -(-args.samples // micro)
+        rows.append(f"| {micro or 'off'} | {passes} | {result['peak_over_mib']:,.0f} MiB | {result['seconds']:.1f} s |")
+    body = "\n".join(rows)
+    print(body)
+    if args.write:
+        sys.path.insert(0, str(ROOT))
+        from benchmarks._report import write_section
+
+        command = "python benchmarks/update_memory.py " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+        note = (f"One minibatch of {args.samples} samples of {args.prompt} prompt and {args.reply} reply tokens on "
+                f"{args.model} (float32, LoRA r=16), one optimiser step; each size in a fresh process.")
+        write_section(args.write, "update-memory", "Update memory by micro-batch size", command, body + "\n\n" + note)
+
+
+if __name__ == "__main__":
+    main()
