@@ -35,7 +35,8 @@ class ModelConfig:
     policy: str = opt("shared", "role->adapter map: shared (one LoRA for all roles), per-role, or explicit 'tool=a,planner=b'")
     lora_r: int = opt(16, "LoRA rank")
     lora_alpha: int = opt(32, "LoRA alpha")
-    lora_dropout: float = opt(0.0, "LoRA dropout")
+    lora_dropout: float = opt(0.0, "LoRA dropout, in sft; RL updates run without dropout, so that their log-probs are those "
+                                   "the replies were sampled with")
     init_adapters: str = opt("", "start the adapters from saved ones (an `llm-marl sft` or `train` run directory, or its adapters folder): a warm start")
     device: str = opt("auto", "where the trainer's model (and the hf engine) runs: auto (cuda when torch sees a GPU, else cpu), cpu, cuda, cuda:N")
     dtype: Literal["auto", "float32", "bfloat16"] = opt("auto", "the base model's weights: auto is bfloat16 on a GPU that "

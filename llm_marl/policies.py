@@ -231,6 +231,9 @@ class PolicySet:
                 model.add_adapter(name, lora.to_peft())
         for name, p in model.named_parameters():
             p.requires_grad_(_adapter_of(name) is not None)
+        # PEFT's new LoRA dropout modules start in training mode: RL updates would then drop activations that
+        # sampling kept, and recompute log-probs other than the sampled ones. Eval mode everywhere; `sft` trains.
+        model.eval()
         return cls(model=model, tokenizer=tokenizer, sigma=dict(sigma), adapters=adapters, lora=lora,
                    default_adapter=default_adapter, model_path=model_path or getattr(base, "name_or_path", None),
                    thinking=thinking)

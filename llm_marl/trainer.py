@@ -317,6 +317,9 @@ def _train(config: TrainConfig, resume: str | None, log: Any, engine_factory: An
     device = resolve_device(config.model.device)
     policy = PolicySet.from_pretrained(config.model.model, roles=roles, policy=config.model.policy, lora=lora, seed=run_cfg.seed,
                                        device=device, dtype=resolve_dtype(config.model.dtype, device), thinking=config.model.thinking)
+    if config.model.lora_dropout > 0:
+        log(f"--lora-dropout {config.model.lora_dropout:g} has no effect here: RL updates run without dropout, so that their "
+            "log-probs are those the replies were sampled with (it applies in sft)")
     if config.model.init_adapters and not resume:
         warm_start(policy, config.model.init_adapters, log)  # before the run directory exists: a bad path leaves nothing behind
     if not resume:
