@@ -12,7 +12,8 @@ the gradient of one process on the whole minibatch; averaging per-rank means wou
 as shards differ in tokens. Clipping and AdamW run after the all-reduce on identical gradients, so
 the replicated optimizers stay identical. Every rank takes every optimiser step, with zero
 gradients when its shard of a minibatch is empty. With T = 1 this is exactly the single-process
-update (`llm_marl.trainer.update_policy` calls it that way).
+update (`llm_marl.trainer.update_policy` calls it that way). For the same reason a rank may run its shard
+in several forward/backward passes (`--micro-batch-size`, whole units each) and accumulate their gradients.
 """
 
 from __future__ import annotations
