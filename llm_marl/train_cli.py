@@ -301,7 +301,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
         raise UserError(str(exc)) from None
     finally:
         engine.close()
-    result.update({"model": args.model, "adapters": args.adapters, "engine": args.engine, "thinking": args.thinking})
+    result.update({"model": args.model, "adapters": args.adapters, "engine": args.engine, "thinking": args.thinking,
+                   **({"dtype": args.dtype} if args.engine == "hf" else {})})
     text = json.dumps(result, indent=2)
     print(text)  # first: a file that cannot be written then loses nothing
     if args.out:
@@ -389,7 +390,8 @@ def _eval_engine(args: argparse.Namespace, env_kwargs: dict[str, Any], user_erro
         device = "cpu" if args.engine == "vllm" else resolve_device(args.device)
         policy = load_policy(args.model, roles, policy=args.policy, adapters=args.adapters, seed=args.seed, device=device,
                              thinking=args.thinking, dtype=resolve_dtype(args.dtype, device))
-        args.thinking = policy.thinking  # the result records what the prompts were
+        args.thinking = policy.thinking  # the result records what the prompts were, and the weights' dtype
+        args.dtype = str(policy.model.get_base_model().dtype).removeprefix("torch.")
     except (ValueError, FileNotFoundError, TypeError) as exc:
         raise user_error(str(exc)) from None
     engine = make_engine("hf", policy, seed=args.seed) if args.engine == "hf" else make_engine("vllm", policy_set=policy)

@@ -44,7 +44,8 @@ def test_train_and_eval_in_bfloat16(tmp_path, capsys, loaded_dtypes):
     out = tmp_path / "eval.json"
     assert main(["eval", "--env", "plan_path", "--adapters", str(tmp_path / "r"), "--n", "1", "--max-new-tokens", "4",
                  "--dtype", "bfloat16", "--out", str(out)]) == 0
-    assert json.loads(out.read_text())["episodes"] == 1
+    result = json.loads(out.read_text())
+    assert result["episodes"] == 1 and result["dtype"] == "bfloat16"
     assert loaded_dtypes == ["bfloat16", "bfloat16"]
 
 
