@@ -434,6 +434,7 @@ class PolicySet:
             if name not in self.model.peft_config:
                 with torch.random.fork_rng(devices=[]):
                     self.model.add_adapter(name, LoraConfig.from_pretrained(str(directory / name)))
+                self.model.train(self.model.training)  # the new adapter's dropout starts in training mode (see `build`)
             result = self._load_weights(name, directory / name)
             unexpected = [k for k in getattr(result, "unexpected_keys", []) if "lora_" in k]
             if unexpected:

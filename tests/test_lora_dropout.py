@@ -41,3 +41,14 @@ def test_rl_updates_recompute_the_sampled_log_probs_despite_lora_dropout():
     metrics = update_policy(policy, optimizers, samples, optim, LossConfig(aggregation="token-mean"), 1.0, "sample",
                             np.random.default_rng(0))
     assert metrics["loss/tool/ratio_max"] == pytest.approx(1.0, abs=1e-5)
+
+
+def test_a_policy_set_and_the_adapters_it_loads_are_in_eval_mode(tmp_path):
+    from llm_marl.policies import LoRAConfig, PolicySet
+
+    lora = LoRAConfig(r=4, alpha=8, dropout=0.5)
+    PolicySet.from_pretrained("tiny-random", roles=["tool", "planner"], policy="per-role", lora=lora).save(tmp_path)
+    policy = PolicySet.from_pretrained("tiny-random", roles=["tool", "planner"], policy="shared", lora=lora)
+    policy.load(tmp_path)  # adds the adapters "tool" and "planner"
+    assert set(policy.adapters) == {"shared", "tool", "planner"}
+    assert [name for name, module in policy.model.named_modules() if module.training] == []
