@@ -33,11 +33,13 @@ def _update(samples, optim, loss, segment):
     return adapter_weights(policy), metrics, passes
 
 
-@pytest.mark.parametrize("aggregation, segment", [("token-mean", "sample"), ("seq-mean", "episode"), ("seq-sum", "sample")])
+@pytest.mark.parametrize("aggregation, segment, ratio, beta", [
+    ("token-mean", "sample", "token", 0.0), ("seq-mean", "episode", "token", 0.0), ("seq-sum", "sample", "token", 0.0),
+    ("seq-mean", "episode", "sequence", 0.0), ("token-mean", "sample", "token", 0.04)])
 @pytest.mark.parametrize("micro", [1, 3])
-def test_micro_batches_take_the_same_step(aggregation, segment, micro):
-    optim = OptimConfig(lr=5e-2, minibatch_size=6, epochs=2, kl_beta=0.0, ratio_level="token", loss_agg=aggregation)
-    loss = LossConfig(aggregation=aggregation)
+def test_micro_batches_take_the_same_step(aggregation, segment, ratio, beta, micro):
+    optim = OptimConfig(lr=5e-2, minibatch_size=6, epochs=2, kl_beta=beta, ratio_level=ratio, loss_agg=aggregation)
+    loss = LossConfig(aggregation=aggregation, ratio_level=ratio, beta=beta)
     samples = synthetic_samples(tiny_policy().tokenizer, np.random.default_rng(1))
     whole, expected, passes = _update(samples, optim, loss, segment)
     split, got, micro_passes = _update(samples, dataclasses.replace(optim, micro_batch_size=micro), loss, segment)
