@@ -40,6 +40,8 @@ class _Server(BaseHTTPRequestHandler):
 
         reply = (body["model"].removeprefix("say:") if body["model"].startswith("say:")
                  else make_oracle("plan_path").act("planner", {"messages": body["messages"], "turn": 0}))
+        if body["model"] == "thinker" and body.get("chat_template_kwargs", {}).get("enable_thinking") is not False:
+            reply = "<think>\nThe goal is down and to the right.\n</think>\n\n" + reply  # a Qwen3 that thinks
         self._send(200, {"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
                          "choices": [{"index": 0, "message": {"role": "assistant", "content": reply}, "finish_reason": "stop"}]})
 
@@ -100,6 +102,22 @@ def test_play_agent_api_plays_an_episode_with_a_served_model(capsys, server, mon
     assert "=== episode over: success ===" in out
     assert _Server.seen and all(s["auth"] == "Bearer sk-flag" and s["model"] == "oracle" for s in _Server.seen)
     assert _Server.seen[0]["messages"][-1]["role"] == "user"
+
+
+@pytest.mark.parametrize("flag, sent", [([], None), (["--thinking"], {"enable_thinking": True}),
+                                        (["--no-thinking"], {"enable_thinking": False})])
+@pytest.mark.parametrize("command", ["play", "eval"])
+def test_a_thinking_model_behind_a_server(capsys, server, command, flag, sent, tmp_path):
+    """It plays and is evaluated (its reasoning kept apart: tests/test_engines.py), and the thinking switch reaches
+    the server only when given."""
+    args = (["--agent", "api", "--seed", "0"] if command == "play"
+            else ["--engine", "api", "--n", "1", "--out", str(tmp_path / "eval.json")])
+    assert main([command, *PLANNER, *args, "--base-url", f"{server}/v1", "--model", "thinker", *flag]) == 0
+    if command == "play":
+        assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["success"] is True
+    else:
+        assert json.loads((tmp_path / "eval.json").read_text())["success_rate"] == 1.0
+    assert _Server.seen and all(s.get("chat_template_kwargs") == sent for s in _Server.seen)
 
 
 def test_openai_compatible_agent_plays_from_python(server):
