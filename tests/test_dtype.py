@@ -76,3 +76,17 @@ def test_a_dtype_that_is_not_offered(capsys):
     with pytest.raises(SystemExit):
         main(["train", *ARGS, "--dtype", "float16"])
     assert "invalid choice: 'float16'" in capsys.readouterr().err
+
+
+def test_an_explicit_dtype_is_vllms_too(monkeypatch):
+    """With --engine vllm, an explicit --dtype also sets the weights vLLM samples with (auto: its own default, the
+    checkpoint's dtype on a GPU), so that the update recomputes the log-probs of the weights that sampled."""
+    from llm_marl import engines
+    from llm_marl.config import ModelConfig
+    from llm_marl.trainer import TrainConfig, build_engine
+
+    seen = []
+    monkeypatch.setattr(engines, "make_engine", lambda kind, *args, **kwargs: seen.append((kind, kwargs.get("dtype"))))
+    for dtype in ("auto", "float32", "bfloat16"):
+        build_engine(TrainConfig(model=ModelConfig(engine="vllm", dtype=dtype)), policy=None)
+    assert seen == [("vllm", None), ("vllm", "float32"), ("vllm", "bfloat16")]

@@ -59,15 +59,11 @@ def test_split_reasoning(text, reasoning, reply):
     assert split_reasoning(text) == (reasoning, reply)
 
 
-def _text(tokenizer, ids):
-    return tokenizer.decode(ids)
-
-
 def test_prompts_are_no_thinking_unless_asked(policy):
     tokenizer = policy.tokenizer
     off, on = chat_prompt_ids(tokenizer, CHAT), chat_prompt_ids(tokenizer, CHAT, thinking=True)
-    assert _text(tokenizer, off).endswith("<|im_start|>assistant\n" + EMPTY_BLOCK)
-    assert _text(tokenizer, on).endswith("<|im_start|>assistant\n")
+    assert tokenizer.decode(off).endswith("<|im_start|>assistant\n" + EMPTY_BLOCK)
+    assert tokenizer.decode(on).endswith("<|im_start|>assistant\n")
     plain = type(tokenizer).from_pretrained(policy.model_path)
     plain.chat_template = CHAT_TEMPLATE  # a template without the switch renders the same either way
     assert chat_prompt_ids(plain, CHAT) == chat_prompt_ids(plain, CHAT, thinking=True)
@@ -127,9 +123,9 @@ def test_sft_targets_follow_the_switch(policy):
     messages = [*CHAT, {"role": "assistant", "content": "#### D"}]
     tokenizer = policy.tokenizer
     prompt, target = reply_tokens(tokenizer, messages)
-    assert _text(tokenizer, prompt).endswith(EMPTY_BLOCK) and _text(tokenizer, target) == "#### D<|im_end|>"
+    assert tokenizer.decode(prompt).endswith(EMPTY_BLOCK) and tokenizer.decode(target) == "#### D<|im_end|>"
     prompt, target = reply_tokens(tokenizer, messages, thinking=True)
-    assert _text(tokenizer, prompt).endswith("assistant\n") and _text(tokenizer, target) == EMPTY_BLOCK + "#### D<|im_end|>"
+    assert tokenizer.decode(prompt).endswith("assistant\n") and tokenizer.decode(target) == EMPTY_BLOCK + "#### D<|im_end|>"
 
 
 def test_a_saved_set_says_how_it_was_prompted_and_eval_follows(policy, tmp_path):

@@ -78,7 +78,7 @@ class EngineSpec:
                                            device=device, dtype=resolve_dtype(self.dtype, device), thinking=self.thinking)
         if self.kind == "hf":
             return make_engine("hf", policy, seed=self.seed)
-        return make_engine("vllm", policy_set=policy, seed=self.seed)
+        return make_engine("vllm", policy_set=policy, seed=self.seed, dtype=None if self.dtype == "auto" else self.dtype)
 
 
 class EngineActor:
