@@ -90,7 +90,8 @@ def main() -> None:
 
         command = "python benchmarks/update_memory.py " + " ".join(shlex.quote(a) for a in sys.argv[1:])
         note = (f"One minibatch of {args.samples} samples of {args.prompt} prompt and {args.reply} reply tokens on "
-                f"{args.model} (float32, LoRA r=16), one optimiser step; each size in a fresh process.")
+                f"{args.model} (float32, LoRA r=16), one optimiser step; each size in a fresh process, measured once (a single "
+                "run per size: the times are not medians).")
         write_section(args.write, "update-memory", "Update memory by micro-batch size", command, body + "\n\n" + note)
 
 

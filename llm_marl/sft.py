@@ -230,7 +230,7 @@ def run_sft(config: SFTConfig, model: Any, transcripts: list[dict[str, Any]], he
     with `config.json`, `versions.json`, `transcripts.jsonl`, `metrics.jsonl` (one line per optimiser step),
     `adapters/` and `summary.json` (NLL per token on the training and held-out replies, before and after)."""
     from llm_marl.config import quick_env_args
-    from llm_marl.models import resolve_device, resolve_dtype, resolve_model
+    from llm_marl.models import resolve_device, resolve_model
     from llm_marl.policies import LoRAConfig, PolicySet, parse_policy, warm_start_sources
     from llm_marl.provenance import record, versions
     from llm_marl.runs import RunDir, RunDirError, out_of_space
@@ -246,7 +246,7 @@ def run_sft(config: SFTConfig, model: Any, transcripts: list[dict[str, Any]], he
         warm_start_sources(model.init_adapters, parse_policy(model.policy, roles), lora, resolve_model(model.model))
     device = resolve_device(model.device)
     policy = PolicySet.from_pretrained(model.model, roles=roles, policy=model.policy, lora=lora, seed=config.seed, device=device,
-                                       dtype=resolve_dtype(model.dtype, device), thinking=model.thinking)
+                                       dtype=model.dtype, thinking=model.thinking)
     if model.init_adapters:
         policy.init_from(model.init_adapters)
     examples, skipped = build_examples(policy, transcripts, config.max_length)

@@ -384,12 +384,12 @@ def _eval_engine(args: argparse.Namespace, env_kwargs: dict[str, Any], user_erro
 
                 lora_rank_slot(read_manifest(Path(args.adapters), "--adapters")[1].r,
                                source=f"--adapters {args.adapters} of LoRA rank", fix="use --engine hf")
-        from llm_marl.models import resolve_device, resolve_dtype
+        from llm_marl.models import resolve_device
 
         # vLLM holds the weights it samples with; its policy set only writes adapter folders, so it stays on the CPU.
         device = "cpu" if args.engine == "vllm" else resolve_device(args.device)
         policy = load_policy(args.model, roles, policy=args.policy, adapters=args.adapters, seed=args.seed, device=device,
-                             thinking=args.thinking, dtype=resolve_dtype(args.dtype, device))
+                             thinking=args.thinking, dtype=args.dtype)
         args.thinking = policy.thinking  # the result records what the prompts were, and the weights' dtype
         args.dtype = str(policy.model.get_base_model().dtype).removeprefix("torch.")
     except (ValueError, FileNotFoundError, TypeError) as exc:

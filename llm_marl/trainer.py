@@ -293,7 +293,7 @@ def train(config: TrainConfig, resume: str | None = None, log: Any = print,
 
 
 def _train(config: TrainConfig, resume: str | None, log: Any, engine_factory: Any, hold: contextlib.ExitStack) -> RunDir:
-    from llm_marl.models import resolve_device, resolve_dtype
+    from llm_marl.models import resolve_device
     from llm_marl.policies import LoRAConfig, PolicySet, set_deterministic
     from llm_marl.provenance import record, versions
     from llm_marl.threads import set_threads
@@ -317,7 +317,7 @@ def _train(config: TrainConfig, resume: str | None, log: Any, engine_factory: An
     lora = LoRAConfig(r=config.model.lora_r, alpha=config.model.lora_alpha, dropout=config.model.lora_dropout)
     device = resolve_device(config.model.device)
     policy = PolicySet.from_pretrained(config.model.model, roles=roles, policy=config.model.policy, lora=lora, seed=run_cfg.seed,
-                                       device=device, dtype=resolve_dtype(config.model.dtype, device), thinking=config.model.thinking)
+                                       device=device, dtype=config.model.dtype, thinking=config.model.thinking)
     if config.model.lora_dropout > 0:
         log(f"--lora-dropout {config.model.lora_dropout:g} has no effect here: RL updates run without dropout, so that their "
             "log-probs are those the replies were sampled with (it applies in sft)")

@@ -25,14 +25,15 @@ def test_auto_is_bfloat16_on_a_gpu_that_supports_it(monkeypatch):
 
 @pytest.fixture
 def loaded_dtypes(monkeypatch):
-    """The dtype every model load asked for."""
+    """The dtype of every model loaded."""
     from llm_marl import models
 
     seen, load = [], models.load_model_and_tokenizer
 
     def spy(name, dtype="float32", device=None):
-        seen.append(dtype)
-        return load(name, dtype=dtype, device=device)
+        model, tokenizer = load(name, dtype=dtype, device=device)
+        seen.append(str(model.dtype).removeprefix("torch."))
+        return model, tokenizer
 
     monkeypatch.setattr(models, "load_model_and_tokenizer", spy)
     return seen

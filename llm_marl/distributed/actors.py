@@ -64,7 +64,6 @@ class EngineSpec:
 
     def __call__(self) -> Any:
         from llm_marl.engines import make_engine
-        from llm_marl.models import resolve_dtype
         from llm_marl.policies import PolicySet
 
         if self.threads:
@@ -75,7 +74,7 @@ class EngineSpec:
         # An hf engine samples with its own model: on the GPU when Ray gave the actor one (as a trainer rank's).
         device = "cpu" if self.kind == "vllm" or not _ray_gave_a_gpu() else "cuda"
         policy = PolicySet.from_pretrained(self.model, roles=list(self.roles), policy=self.policy, lora=self.lora, seed=self.seed,
-                                           device=device, dtype=resolve_dtype(self.dtype, device), thinking=self.thinking)
+                                           device=device, dtype=self.dtype, thinking=self.thinking)
         if self.kind == "hf":
             return make_engine("hf", policy, seed=self.seed)
         return make_engine("vllm", policy_set=policy, seed=self.seed, dtype=None if self.dtype == "auto" else self.dtype)

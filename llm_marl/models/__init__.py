@@ -125,8 +125,8 @@ def resolve_dtype(dtype: str, device: str) -> str:
 def load_model_and_tokenizer(name: str, dtype: "torch.dtype | str" = "float32", device: str | None = None) -> tuple[Any, Any]:
     """(causal LM in eval mode, tokenizer with a pad token) for `name`, loaded offline.
 
-    float32 by default (the CPU path); `resolve_dtype` picks bfloat16 on a GPU. LoRA adapters added by PEFT
-    stay float32 over a bfloat16 base.
+    float32 by default (the CPU path); "auto" is `resolve_dtype`'s choice for `device` (bfloat16 on a GPU).
+    LoRA adapters added by PEFT stay float32 over a bfloat16 base.
     """
     import torch
     from transformers import AutoModelForCausalLM
@@ -135,7 +135,7 @@ def load_model_and_tokenizer(name: str, dtype: "torch.dtype | str" = "float32", 
 
     path = resolve_model(name)
     if isinstance(dtype, str):
-        dtype = getattr(torch, dtype)
+        dtype = getattr(torch, resolve_dtype(dtype, device or "cpu"))
     tokenizer = load_tokenizer(path)  # before the weights: a model without a chat template is refused at once
     model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
     use_gqa_attention(model)
