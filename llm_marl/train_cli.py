@@ -107,7 +107,7 @@ def add_commands(sub: Any, argv: Sequence[str]) -> None:
     p.add_argument("--device", default="auto", help="where the model runs with --engine hf: auto (cuda when torch sees a GPU, "
                    "else cpu), cpu, cuda, cuda:N")
     p.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16"],
-                   help="the base model's weights with --engine hf: auto is bfloat16 on a GPU that supports it, else float32")
+                   help="the base model's weights (--engine hf and vllm): auto is bfloat16 on a GPU that supports it, else float32")
     from llm_marl.cli import add_api_arguments
 
     add_api_arguments(p, "--engine api")
@@ -302,7 +302,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     finally:
         engine.close()
     result.update({"model": args.model, "adapters": args.adapters, "engine": args.engine, "thinking": args.thinking,
-                   **({"dtype": args.dtype} if args.engine == "hf" else {})})
+                   **({} if args.engine == "api" else {"dtype": args.dtype})})
     text = json.dumps(result, indent=2)
     print(text)  # first: a file that cannot be written then loses nothing
     if args.out:
@@ -390,10 +390,14 @@ def _eval_engine(args: argparse.Namespace, env_kwargs: dict[str, Any], user_erro
         device = "cpu" if args.engine == "vllm" else resolve_device(args.device)
         policy = load_policy(args.model, roles, policy=args.policy, adapters=args.adapters, seed=args.seed, device=device,
                              thinking=args.thinking, dtype=args.dtype)
-        args.thinking = policy.thinking  # the result records what the prompts were, and the weights' dtype
-        args.dtype = str(policy.model.get_base_model().dtype).removeprefix("torch.")
     except (ValueError, FileNotFoundError, TypeError) as exc:
         raise user_error(str(exc)) from None
-    engine = make_engine("hf", policy, seed=args.seed) if args.engine == "hf" else make_engine("vllm", policy_set=policy)
+    if args.engine == "hf":
+        engine = make_engine("hf", policy, seed=args.seed)
+        dtype = str(policy.model.get_base_model().dtype).removeprefix("torch.")
+    else:
+        engine = make_engine("vllm", policy_set=policy, dtype=args.dtype)
+        dtype = engine.dtype
+    args.thinking, args.dtype = policy.thinking, dtype  # the result records what the prompts were and the weights' dtype
     # Without trained adapters the policy is the base model (adapters off).
     return engine, (policy if args.adapters else None)

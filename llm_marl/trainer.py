@@ -277,8 +277,8 @@ def build_engine(config: TrainConfig, policy: Any) -> Any:
 
     if config.model.engine == "hf":
         return make_engine("hf", policy, seed=config.run.seed)
-    # An explicit --dtype is vLLM's too, so that the update recomputes log-probs of the weights that sampled them.
-    return make_engine("vllm", policy_set=policy, dtype=None if config.model.dtype == "auto" else config.model.dtype)
+    # --dtype is vLLM's too, so that the update recomputes log-probs of the weights that sampled them.
+    return make_engine("vllm", policy_set=policy, dtype=config.model.dtype)
 
 
 def train(config: TrainConfig, resume: str | None = None, log: Any = print,

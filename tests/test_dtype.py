@@ -4,6 +4,7 @@ a CPU; the LoRA adapters stay float32. Until 2026-11 every path loaded float32, 
 from __future__ import annotations
 
 import json
+import types
 
 import pytest
 import torch
@@ -79,9 +80,34 @@ def test_a_dtype_that_is_not_offered(capsys):
     assert "invalid choice: 'float16'" in capsys.readouterr().err
 
 
-def test_an_explicit_dtype_is_vllms_too(monkeypatch):
-    """With --engine vllm, an explicit --dtype also sets the weights vLLM samples with (auto: its own default, the
-    checkpoint's dtype on a GPU), so that the update recomputes the log-probs of the weights that sampled."""
+def test_vllm_samples_with_the_updates_dtype(monkeypatch):
+    """The vllm engine is given the dtype the update recomputes log-probs with (`resolve_dtype`), never vLLM's own
+    "auto", which serves a float16 checkpoint in float16 (the update: bfloat16) and, on a GPU without bfloat16, a
+    float32 one in float16 (the update: float32). Until 2026-11 "auto" was passed on."""
+    from llm_marl.engines import vllm as vllm_engine
+    from llm_marl.engines.vllm import VLLMEngine
+
+    class Built(Exception):
+        pass
+
+    def llm(**kwargs):
+        seen.append(kwargs["dtype"])
+        raise Built  # the arguments are all this test needs
+
+    monkeypatch.setattr(vllm_engine, "import_vllm", lambda: types.SimpleNamespace(LLM=llm))
+    for gpu, bf16, expected in ((False, False, ["float32", "float32", "float32", "bfloat16"]),
+                                (True, True, ["bfloat16", "bfloat16", "float32", "bfloat16"]),
+                                (True, False, ["float32", "float32", "float32", "bfloat16"])):  # e.g. a V100
+        monkeypatch.setattr(torch.cuda, "is_available", lambda: gpu)
+        monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: bf16)
+        seen = []
+        for dtype in (None, "auto", "float32", "bfloat16"):
+            with pytest.raises(Built):
+                VLLMEngine("tiny-random", dtype=dtype)
+        assert seen == expected, (gpu, bf16)
+
+
+def test_train_passes_its_dtype_to_vllm(monkeypatch):
     from llm_marl import engines
     from llm_marl.config import ModelConfig
     from llm_marl.trainer import TrainConfig, build_engine
@@ -90,4 +116,22 @@ def test_an_explicit_dtype_is_vllms_too(monkeypatch):
     monkeypatch.setattr(engines, "make_engine", lambda kind, *args, **kwargs: seen.append((kind, kwargs.get("dtype"))))
     for dtype in ("auto", "float32", "bfloat16"):
         build_engine(TrainConfig(model=ModelConfig(engine="vllm", dtype=dtype)), policy=None)
-    assert seen == [("vllm", None), ("vllm", "float32"), ("vllm", "bfloat16")]
+    assert seen == [("vllm", "auto"), ("vllm", "float32"), ("vllm", "bfloat16")]
+
+
+def test_eval_through_vllm_records_the_dtype_vllm_sampled_with(monkeypatch, tmp_path, capsys):
+    """`eval --engine vllm` once gave vLLM no --dtype and recorded the CPU-side policy set's instead."""
+    from llm_marl.engines import vllm as vllm_engine
+    from llm_marl.engines.scripted import ScriptedEngine
+
+    class StandIn(ScriptedEngine):  # the vllm engine's constructor, without vLLM
+        def __init__(self, policy_set=None, dtype=None, **kwargs):
+            super().__init__(reply_fn=lambda request, k: "####U", tokenizer=policy_set.tokenizer)
+            self.dtype = f"vLLM's {dtype}"
+
+    monkeypatch.setattr(vllm_engine, "import_vllm", lambda: None)  # as where vLLM is installed
+    monkeypatch.setattr(vllm_engine, "VLLMEngine", StandIn)
+    out = tmp_path / "eval.json"
+    assert main(["eval", "--env", "plan_path", "--model", "tiny-random", "--engine", "vllm", "--dtype", "bfloat16",
+                 "--n", "1", "--out", str(out)]) == 0
+    assert json.loads(out.read_text())["dtype"] == "vLLM's bfloat16"

@@ -58,6 +58,7 @@ def token_ids(results):
 
 def test_greedy_matches_hf_token_for_token_in_a_mixed_batch(setup):
     policy, engine = setup
+    assert engine.llm.model_config.dtype == policy.model.dtype == torch.float32  # the update's dtype (see test_dtype)
     params = SamplingParams(temperature=0.0, max_new_tokens=16)
     ours, theirs = engine.generate(MIXED, params), HFEngine(policy).generate(MIXED, params)
     assert [r.prompt_ids for r in ours] == [r.prompt_ids for r in theirs]

@@ -77,7 +77,7 @@ class EngineSpec:
                                            device=device, dtype=self.dtype, thinking=self.thinking)
         if self.kind == "hf":
             return make_engine("hf", policy, seed=self.seed)
-        return make_engine("vllm", policy_set=policy, seed=self.seed, dtype=None if self.dtype == "auto" else self.dtype)
+        return make_engine("vllm", policy_set=policy, seed=self.seed, dtype=self.dtype)
 
 
 class EngineActor:

