@@ -158,7 +158,8 @@ import os, sys
 import numpy as np
 # Reads this process's memory (numpy's array interface takes any address; the kernel layers let
 # numpy run): every page within 8 MiB of the heap and of pymalloc's arenas, each one copied through
-# a pipe, so that an unmapped page is an EFAULT, not a crash. Prints what follows each MARKER found.
+# a pipe, so that an unmapped page is an EFAULT, not a crash. Prints what follows each MARKER found,
+# also across the end of a page (the end of one is searched again with the next, if mapped).
 MARKER = b"@@earlier" + b"-run:"
 class Raw:
     def __init__(self, address):
@@ -169,14 +170,17 @@ anchors = {id(own), *(np.frombuffer(b, np.uint8).__array_interface__["data"][0] 
 pages, found = set(), set()
 for anchor in anchors:
     pages.update((anchor & ~4095) + i * 4096 for i in range(-2048, 2048))
+tail = b""
 for page in sorted(pages):
     try:
         os.write(w, np.asarray(Raw(page)))
     except OSError:
+        tail = b""
         continue
-    data, at = os.read(r, 4096), 0
+    data, at = tail + os.read(r, 4096), 0
     while (at := data.find(MARKER, at) + 1):
         found.add(data[at - 1 + len(MARKER):at + 40].decode("latin-1"))
+    tail = data[-(len(MARKER) + 40):]
 print(sorted(found))
 '''
 """A program that reads its own memory (where the kernel layers let numpy run: elsewhere the hook
