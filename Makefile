@@ -35,21 +35,24 @@ $(VLLM_VENV)/.installed: pyproject.toml constraints.txt Makefile
 test-vllm: $(VLLM_VENV)/.installed
 	VLLM_CPU_KVCACHE_SPACE=1 VLLM_ENABLE_V1_MULTIPROCESSING=0 $(VLLM_VENV)/bin/python -m pytest -m vllm tests/test_vllm_engine.py tests/test_vllm_engine_actor.py tests/test_training.py
 
-# The sandbox's tests on the newer Pythons the project supports, each one this machine has (on PATH
-# or in pyenv; one it lacks is named and passed over). What a Python version adds can be a way
-# around the audit hook, and the sandbox is standard library only: a small venv per version
-# (the environments' dependencies, read from pyproject.toml, and pytest; no torch) runs them from the
-# source tree.
-SANDBOX_PYTHONS ?= 3.12 3.13
+# The sandbox's tests on the newer Pythons the project supports: each one this machine has (on PATH
+# or in pyenv), else Debian unstable's build, unpacked under .python3.X without installing anything
+# (tests/support/debian_python.py); one that neither gives is named and passed over. What a Python
+# version adds can be a way around the audit hook, and the sandbox is standard library only: a small
+# venv per version (the environments' dependencies, read from pyproject.toml, and pytest; no torch)
+# runs them from the source tree. Debian's build has no pip for its venv: this project's pip installs one.
+SANDBOX_PYTHONS ?= 3.12 3.13 3.14
 SANDBOX_TESTS = tests/test_sandbox.py tests/test_sandbox_escapes.py tests/test_sandbox_precompile.py
 ENV_DEPS = $(shell $(PYTHON) -c 'import tomllib; deps = tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]; print(" ".join(repr(d) for d in deps if d.split("=")[0].split(">")[0] in ("numpy", "gymnasium", "pettingzoo")))')
-test-sandbox-pythons:
+test-sandbox-pythons: $(STAMP)
 	@set -e; for v in $(SANDBOX_PYTHONS); do \
 	  py=; for c in $$(command -v python$$v) $$HOME/.pyenv/versions/$$v.*/bin/python$$v; do \
 	    if [ -z "$$py" ] && "$$c" -c pass 2>/dev/null; then py=$$c; fi; \
 	  done; \
+	  if [ -z "$$py" ]; then py=$$($(PY) -m tests.support.debian_python $$v .python$$v) || py=; fi; \
 	  if [ -z "$$py" ]; then echo "test-sandbox-pythons: no python$$v on this machine, its sandbox tests not run"; continue; fi; \
-	  test -x .venv-py$$v/bin/python || $$py -m venv .venv-py$$v; \
+	  test -x .venv-py$$v/bin/python || $$py -m venv .venv-py$$v >/dev/null 2>&1 || { $$py -m venv --clear --without-pip .venv-py$$v \
+	    && $(PY) -m pip --python .venv-py$$v/bin/python install --disable-pip-version-check -q pip; }; \
 	  .venv-py$$v/bin/python -m pip install --disable-pip-version-check -q $(ENV_DEPS) pytest pytest-timeout; \
 	  echo "test-sandbox-pythons: $$(.venv-py$$v/bin/python -V)"; \
 	  .venv-py$$v/bin/python -m pytest $(SANDBOX_TESTS); \
