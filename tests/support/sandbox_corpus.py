@@ -433,6 +433,12 @@ for cls in subclasses():
     Attempt("the fork server's stack (_remote_debugging, Python 3.14+)", "ctypes and memory",
             "import os, sys\nsys.modules.pop('_remote_debugging', None)\nimport _remote_debugging\n"
             "print('ESCAPED', _remote_debugging.RemoteUnwinder(os.getppid()).get_stack_trace())"),
+    Attempt("a subinterpreter (concurrent.interpreters, Python 3.14+)", "ctypes and memory",
+            "from concurrent import interpreters\n"
+            "interpreters.create().exec(\"open('@OUTSIDE@/by_interpreters', 'w').write('x')\")\nprint('ESCAPED')"),
+    Attempt("a script run by the fork server (sys.remote_exec, Python 3.14+)", "process",
+            "import os, sys, time\nopen('s.py', 'w').write(\"open('@OUTSIDE@/by_remote_exec', 'w').write('x')\")\n"
+            "sys.remote_exec(os.getppid(), os.path.abspath('s.py'))\ntime.sleep(0.5)\nprint('ESCAPED')"),
     Attempt("/proc/self/mem", "ctypes and memory", "f = open('/proc/self/mem', 'r+b')\nprint('ESCAPED')"),
     Attempt("mmap of /proc/self/mem", "ctypes and memory",
             "import mmap, os\nfd = os.open('/proc/self/mem', os.O_RDWR)\nmmap.mmap(fd, 4096)\nprint('ESCAPED')"),
