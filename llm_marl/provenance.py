@@ -48,9 +48,14 @@ def source_commit() -> dict[str, Any] | None:
 
 def _installed(name: str) -> str | None:
     try:
-        return importlib.metadata.version(name)
+        version = importlib.metadata.version(name)
     except importlib.metadata.PackageNotFoundError:
         return None
+    if name == "torch":  # PyPI's CUDA build says "2.13.0" in its metadata, "2.13.0+cu130" here: the build counts
+        import torch
+
+        return torch.__version__
+    return version
 
 
 def version_line() -> str:

@@ -9,9 +9,11 @@ from collections.abc import Callable
 import llm_marl_envs
 from agents.oracle import make_oracle
 
-RECURSING_SOURCE = "a." * 20_000 + "a"
+RECURSING_SOURCE = "a." * 32_000 + "a"
 """`compile` raises RecursionError on it (issue 11 #6): nested deeper than the compiler allows on
-every supported Python (3.13 compiles 3,000 levels, which 3.11 and 3.12 refuse; it refuses 10,000)."""
+every supported Python (3.13 compiles 3,000 levels, which 3.11 and 3.12 refuse; it refuses 10,000;
+3.14, whose limit is the C stack's room, compiles about 27,000 with an 8 MiB stack), and still an
+action of at most 65,536 characters in its code block."""
 RECURSING_PROGRAM = "```python\n" + RECURSING_SOURCE + "\n```"
 PARSER_OVERFLOW_SOURCE = "-" * 8_000 + "1"
 """`compile` raises MemoryError on it (the parser's stack overflows) on every supported Python,
