@@ -94,4 +94,4 @@ bench: $(STAMP)
 	$(PY) benchmarks/throughput.py --n 200 --write benchmarks.md
 
 clean:
-	rm -rf $(VENV) $(VLLM_VENV) .venv-py3.* .pytest_cache build *.egg-info
+	rm -rf $(VENV) $(VLLM_VENV) .venv-py3.* .python3.* .pytest_cache build *.egg-info

@@ -24,7 +24,7 @@ class LLMAgent(Agent):
         self.sampling = sampling
 
     def act(self, role: str, observation: dict[str, Any]) -> str:
-        request = GenerationRequest(messages=list(observation["messages"]), adapter=self.adapters.get(role))
+        request = GenerationRequest(messages=list(observation["messages"]), adapter=self.adapters.get(role), role=role)
         return self.engine.generate([request], self.sampling)[0].completions[0].text
 
 

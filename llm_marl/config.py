@@ -43,6 +43,8 @@ class ModelConfig:
                                                         "supports it, else float32; the LoRA adapters are float32 either way")
     thinking: bool = opt(False, "let a thinking model (Qwen3) reason in a <think> block before each reply (its chat template's "
                                 "enable_thinking); off: it replies at once, the no-thinking mode AT-GRPO trains Qwen3 in")
+    thinking_roles: str = opt("", "let only these roles think (comma-separated, e.g. 'reasoner'; instead of --thinking): "
+                                  "the others reply at once")
 
     def __post_init__(self) -> None:
         if self.lora_r < 1:

@@ -63,6 +63,25 @@ class LoRAConfig:
                           target_modules=list(self.target_modules), bias="none", task_type="CAUSAL_LM")
 
 
+def parse_thinking(thinking: bool, thinking_roles: str, roles: Sequence[str]) -> bool | tuple[str, ...]:
+    """`PolicySet.thinking` from `--thinking` and `--thinking-roles` ("reasoner,planner": those roles reason
+    before they reply, the others reply at once); a ValueError naming the fix for an unknown role or both flags."""
+    if not thinking_roles.strip():
+        return bool(thinking)
+    if thinking:
+        raise ValueError("--thinking turns thinking on for every role and --thinking-roles for some: give one of them")
+    named = tuple(dict.fromkeys(r.strip() for r in thinking_roles.split(",") if r.strip()))
+    unknown = [r for r in named if r not in roles]
+    if unknown:
+        raise ValueError(f"--thinking-roles names {unknown}, which this environment does not have; its roles are {list(roles)}")
+    return named
+
+
+def saved_thinking(value: Any) -> bool | tuple[str, ...]:
+    """`PolicySet.thinking` as `save` wrote it in policy_set.json (true/false, or a list of roles; absent: off)."""
+    return tuple(value) if isinstance(value, list) else bool(value)
+
+
 def parse_policy(spec: str, roles: Sequence[str] | None = None) -> dict[str, str]:
     """σ from a `--policy` string: `shared`, `per-role`, or an explicit `role=adapter,...` map.
 
@@ -191,14 +210,15 @@ class PolicySet:
     """Adapter of roles σ does not list (the shared adapter under `--policy shared`), else None."""
     model_path: str | None = None
     """Folder of the base model (what vLLM loads), when known."""
-    thinking: bool = False
-    """Whether prompts let a thinking model reason before it replies (`chat_prompt_ids`); saved with the set."""
+    thinking: bool | tuple[str, ...] = False
+    """Whether prompts let a thinking model reason before it replies (`chat_prompt_ids`): for every role (True),
+    none (False) or the roles named (`parse_thinking`); saved with the set. `thinks` reads it."""
 
     # ------------------------------------------------------------------ construction
     @classmethod
     def from_pretrained(cls, model: str, roles: Sequence[str] | None = None, policy: str = "shared",
                         lora: LoRAConfig | None = None, dtype: torch.dtype | str = "float32",
-                        device: str | None = None, seed: int = 0, thinking: bool = False) -> PolicySet:
+                        device: str | None = None, seed: int = 0, thinking: bool | Sequence[str] = False) -> PolicySet:
         """Load `model` (see `llm_marl.models.resolve_model`) and attach one adapter per σ target."""
         from llm_marl.models import load_model_and_tokenizer, resolve_model
 
@@ -210,7 +230,8 @@ class PolicySet:
 
     @classmethod
     def build(cls, base: Any, tokenizer: Any, sigma: Mapping[str, str], lora: LoRAConfig | None = None, seed: int = 0,
-              default_adapter: str | None = None, model_path: str | None = None, thinking: bool = False) -> PolicySet:
+              default_adapter: str | None = None, model_path: str | None = None,
+              thinking: bool | Sequence[str] = False) -> PolicySet:
         """Wrap a loaded causal LM with PEFT: one LoRA adapter per distinct value of σ.
 
         LoRA A matrices are drawn under `seed` without touching the caller's global RNG (B starts
@@ -236,7 +257,11 @@ class PolicySet:
         model.eval()
         return cls(model=model, tokenizer=tokenizer, sigma=dict(sigma), adapters=adapters, lora=lora,
                    default_adapter=default_adapter, model_path=model_path or getattr(base, "name_or_path", None),
-                   thinking=thinking)
+                   thinking=thinking if isinstance(thinking, bool) else tuple(thinking))
+
+    def thinks(self, role: str | None) -> bool:
+        """Whether `role`'s prompts let a thinking model reason before it replies (`thinking`)."""
+        return role in self.thinking if isinstance(self.thinking, tuple) else bool(self.thinking)
 
     # ------------------------------------------------------------------ σ and adapters
     def adapter_for(self, role: str) -> str:
@@ -417,7 +442,8 @@ class PolicySet:
             config.base_model_name_or_path = self.model_path
             config.save_pretrained(target)
         manifest = {"adapters": list(self.adapters), "sigma": self.sigma, "default_adapter": self.default_adapter,
-                    "lora": asdict(self.lora), "base_model": self.model_path, "thinking": self.thinking}
+                    "lora": asdict(self.lora), "base_model": self.model_path,
+                    "thinking": self.thinking if isinstance(self.thinking, bool) else list(self.thinking)}
         (directory / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
         return directory
 

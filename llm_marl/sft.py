@@ -145,7 +145,7 @@ def build_examples(policy: Any, transcripts: Iterable[dict[str, Any]], max_lengt
         for end, message in enumerate(messages):
             if message["role"] != "assistant":
                 continue
-            prompt_ids, target_ids = reply_tokens(policy.tokenizer, messages[: end + 1], policy.thinking)
+            prompt_ids, target_ids = reply_tokens(policy.tokenizer, messages[: end + 1], policy.thinks(role))
             if len(prompt_ids) + len(target_ids) > max_length:
                 skipped += 1
                 continue
@@ -231,7 +231,7 @@ def run_sft(config: SFTConfig, model: Any, transcripts: list[dict[str, Any]], he
     `adapters/` and `summary.json` (NLL per token on the training and held-out replies, before and after)."""
     from llm_marl.config import quick_env_args
     from llm_marl.models import resolve_device, resolve_model
-    from llm_marl.policies import LoRAConfig, PolicySet, parse_policy, warm_start_sources
+    from llm_marl.policies import LoRAConfig, PolicySet, parse_policy, parse_thinking, warm_start_sources
     from llm_marl.provenance import record, versions
     from llm_marl.runs import RunDir, RunDirError, out_of_space
     from llm_marl.threads import set_threads
@@ -241,12 +241,13 @@ def run_sft(config: SFTConfig, model: Any, transcripts: list[dict[str, Any]], he
     set_threads(config.threads)
     env_kwargs = quick_env_args(config.env, config.env_args)
     roles = list(make_raw(config.env, **env_kwargs).possible_agents)
+    thinking = parse_thinking(model.thinking, model.thinking_roles, roles)
     lora = LoRAConfig(r=model.lora_r, alpha=model.lora_alpha, dropout=model.lora_dropout)
     if model.init_adapters:  # a folder that cannot start these adapters is refused before the model loads
         warm_start_sources(model.init_adapters, parse_policy(model.policy, roles), lora, resolve_model(model.model))
     device = resolve_device(model.device)
     policy = PolicySet.from_pretrained(model.model, roles=roles, policy=model.policy, lora=lora, seed=config.seed, device=device,
-                                       dtype=model.dtype, thinking=model.thinking)
+                                       dtype=model.dtype, thinking=thinking)
     if model.init_adapters:
         policy.init_from(model.init_adapters)
     examples, skipped = build_examples(policy, transcripts, config.max_length)

@@ -114,6 +114,8 @@ def add_commands(sub: Any, argv: Sequence[str]) -> None:
     p.add_argument("--thinking", action=argparse.BooleanOptionalAction, default=None,
                    help="let a thinking model (Qwen3) reason in a <think> block before each reply, or not (its chat template's "
                         "enable_thinking); default: as the --adapters were trained, else off; with --engine api: the server's")
+    p.add_argument("--thinking-roles", default=None, metavar="ROLES",
+                   help="let only these roles think (comma-separated, e.g. 'reasoner'; instead of --thinking): the others reply at once")
     p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (the papers' validation)")
     p.add_argument("--max-new-tokens", type=int, default=256)
     p.add_argument("--out", default=None, help="also write the JSON result to this file")
@@ -194,9 +196,10 @@ def cmd_train(args: argparse.Namespace) -> int:
             # The held-out episodes: a dataset too small for them says so now, not after the model loads.
             episode_tasks(config.run.env, config.run.eval_episodes, "test", 0, config.env_kwargs(), asked="--eval-episodes")
         from llm_marl.models import load_tokenizer, resolve_model
-        from llm_marl.policies import parse_policy
+        from llm_marl.policies import parse_policy, parse_thinking
 
         sigma = parse_policy(config.model.policy, probe.possible_agents)
+        parse_thinking(config.model.thinking, config.model.thinking_roles, probe.possible_agents)
         if not args.resume:
             from llm_marl.runs import RunDir
 
@@ -333,16 +336,16 @@ def adapters_base_model(adapters: str | Path | None) -> str | None:
 
 
 def load_policy(model: str, roles: list[str], policy: str = "shared", adapters: str | Path | None = None, seed: int = 0,
-                device: str | None = None, thinking: bool | None = None, dtype: str = "float32") -> Any:
+                device: str | None = None, thinking: bool | tuple[str, ...] | None = None, dtype: str = "float32") -> Any:
     """The policy set of `model` (on `device`, default the CPU); with `adapters` (a folder written by
     `PolicySet.save`), built with the saved LoRA shape and loaded with the saved weights and σ. Prompts
     let the model think before it replies if `thinking`, by default as the adapters were trained (else not)."""
-    from llm_marl.policies import PolicySet, read_manifest
+    from llm_marl.policies import PolicySet, read_manifest, saved_thinking
 
     lora = None
     if adapters is not None:
         saved, lora = read_manifest(Path(adapters), "--adapters")
-        thinking = bool(saved.get("thinking", False)) if thinking is None else thinking
+        thinking = saved_thinking(saved.get("thinking")) if thinking is None else thinking
         base = saved.get("base_model")
         if base:
             from llm_marl.models import resolve_model
@@ -351,7 +354,7 @@ def load_policy(model: str, roles: list[str], policy: str = "shared", adapters: 
                 raise ValueError(f"--adapters {adapters} were trained on {base}, not on --model {model}: drop --model "
                                  "(eval then uses the adapters' base model) or pass that model")
     loaded = PolicySet.from_pretrained(model, roles=roles, policy=policy, lora=lora, seed=seed, device=device, dtype=dtype,
-                                       thinking=bool(thinking))
+                                       thinking=thinking or False)
     if adapters is not None:
         loaded.load(adapters)
     return loaded
@@ -361,6 +364,13 @@ def _eval_engine(args: argparse.Namespace, env_kwargs: dict[str, Any], user_erro
     from llm_marl.engines import make_engine
     from llm_marl_envs.registry import make_raw
 
+    if args.thinking_roles is not None:
+        from llm_marl.policies import parse_thinking
+
+        try:
+            args.thinking = parse_thinking(bool(args.thinking), args.thinking_roles, make_raw(args.env, **env_kwargs).possible_agents)
+        except ValueError as exc:
+            raise user_error(str(exc)) from None
     if args.engine == "api":
         from llm_marl.cli import make_api_engine
 

@@ -294,7 +294,7 @@ def train(config: TrainConfig, resume: str | None = None, log: Any = print,
 
 def _train(config: TrainConfig, resume: str | None, log: Any, engine_factory: Any, hold: contextlib.ExitStack) -> RunDir:
     from llm_marl.models import resolve_device
-    from llm_marl.policies import LoRAConfig, PolicySet, set_deterministic
+    from llm_marl.policies import LoRAConfig, PolicySet, parse_thinking, set_deterministic
     from llm_marl.provenance import record, versions
     from llm_marl.threads import set_threads
     from llm_marl_envs.registry import get as get_env
@@ -306,6 +306,7 @@ def _train(config: TrainConfig, resume: str | None, log: Any, engine_factory: An
     probe = make_raw(run_cfg.env, **env_kwargs)
     algorithm.check_env(probe, config.algo)
     roles = list(probe.possible_agents)
+    thinking = parse_thinking(config.model.thinking, config.model.thinking_roles, roles)
     set_threads(run_cfg.threads)
     if run_cfg.deterministic:
         set_deterministic(True, run_cfg.seed)
@@ -317,7 +318,7 @@ def _train(config: TrainConfig, resume: str | None, log: Any, engine_factory: An
     lora = LoRAConfig(r=config.model.lora_r, alpha=config.model.lora_alpha, dropout=config.model.lora_dropout)
     device = resolve_device(config.model.device)
     policy = PolicySet.from_pretrained(config.model.model, roles=roles, policy=config.model.policy, lora=lora, seed=run_cfg.seed,
-                                       device=device, dtype=config.model.dtype, thinking=config.model.thinking)
+                                       device=device, dtype=config.model.dtype, thinking=thinking)
     if config.model.lora_dropout > 0:
         log(f"--lora-dropout {config.model.lora_dropout:g} has no effect here: RL updates run without dropout, so that their "
             "log-probs are those the replies were sampled with (it applies in sft)")
@@ -425,7 +426,7 @@ def _train(config: TrainConfig, resume: str | None, log: Any, engine_factory: An
 
             threads = max(1, int(cluster.cpus_per_actor))
             spec = EngineSpec(config.model.engine, config.model.model, tuple(roles), config.model.policy, lora, run_cfg.seed, threads,
-                              config.model.thinking, config.model.dtype)
+                              thinking, config.model.dtype)
             trainer_spec = TrainerSpec(config.model.model, tuple(roles), config.model.policy, lora, config.optim, run_cfg.steps,
                                        run_cfg.seed, threads, run_cfg.deterministic, config.model.dtype)
             scale = ClusterRun(cluster, policy, engine_factory=spec, trainer=trainer_spec, log=log).start()

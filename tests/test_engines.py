@@ -279,6 +279,14 @@ def test_api_engine_asks_the_server_for_thinking_only_when_told(server, thinking
     assert completion.text == "echo hello #1" and bool(completion.reasoning) == (thinking is not False)
 
 
+def test_api_engine_asks_for_thinking_role_by_role(server):
+    engine = APIEngine(server, "thinker", thinking=("reasoner",))
+    engine.generate([GenerationRequest(chat("a"), role="reasoner"), GenerationRequest(chat("b"), role="tool")],
+                    SamplingParams())
+    sent = {body["messages"][-1]["content"]: body.get("chat_template_kwargs") for body in _ChatServer.bodies}
+    assert sent == {"a": {"enable_thinking": True}, "b": {"enable_thinking": False}}
+
+
 def test_api_engine_a_server_without_the_thinking_switch_names_the_fix(server):
     with pytest.raises(APIError, match="HTTP 400: .*chat_template_kwargs.*drop --thinking/--no-thinking"):
         APIEngine(server, "strict", thinking=False).generate([GenerationRequest(chat("x"))], SamplingParams())

@@ -160,3 +160,84 @@ def test_thinking_flags():
     for argv, value in ((["--thinking"], True), (["--no-thinking"], False), ([], None)):
         assert build_parser().parse_args(["eval", "--env", "plan_path", *argv]).thinking is value
         assert build_parser().parse_args(["play", "--env", "plan_path", *argv]).thinking is value
+
+
+# ------------------------------------------------------------------------------ per role
+def test_thinking_roles_are_checked_against_the_environment():
+    from llm_marl.policies import parse_thinking
+
+    roles = ["tool", "planner"]
+    assert parse_thinking(False, "", roles) is False and parse_thinking(True, " ", roles) is True
+    assert parse_thinking(False, "planner, planner", roles) == ("planner",)
+    assert parse_thinking(False, "tool,planner", roles) == ("tool", "planner")
+    with pytest.raises(ValueError, match=r"--thinking-roles names \['reasoner'\].*its roles are \['tool', 'planner'\]"):
+        parse_thinking(False, "reasoner", roles)
+    with pytest.raises(ValueError, match="give one of them"):
+        parse_thinking(True, "planner", roles)
+
+
+def test_only_the_thinking_roles_prompts_think(policy):
+    """The engines ask the policy set role by role (`thinks`); the rollout names the role of each request."""
+    params = SamplingParams(temperature=0.0, max_new_tokens=2)
+    policy.thinking = ("planner",)
+    try:
+        assert policy.thinks("planner") and not policy.thinks("tool") and not policy.thinks(None)
+        requests = [GenerationRequest(CHAT, adapter="shared", role=role) for role in ("planner", "tool", None)]
+        results = HFEngine(policy).generate(requests, params)
+        assert [r.prompt_ids for r in results] == [chat_prompt_ids(policy.tokenizer, CHAT, thinking) for thinking in
+                                                   (True, False, False)]
+    finally:
+        policy.thinking = False
+    engine = ScriptedEngine(lambda request, k: "#### U")
+    rollout([Task("t", plan_path_v1.raw_env, seed=0)], parallel(1), engine, sigma={"tool": "a", "planner": "b"})
+    roles = [(r.role, r.tag.agent) for call in engine.calls for r in call]
+    assert {role for role, _ in roles} == {"tool", "planner"} and all(role == agent for role, agent in roles)
+
+
+def test_sft_targets_follow_the_switch_role_by_role(policy):
+    from llm_marl.sft import build_examples
+
+    transcripts = [{"messages": [*CHAT, {"role": "assistant", "content": "#### D"}], "agent": role} for role in ("planner", "tool")]
+    policy.thinking = ("planner",)
+    try:
+        examples, _ = build_examples(policy, transcripts)
+    finally:
+        policy.thinking = False
+    decode = policy.tokenizer.decode
+    assert [e.role for e in examples] == ["planner", "tool"]
+    assert decode(examples[0].prompt_ids).endswith("assistant\n") and decode(examples[1].prompt_ids).endswith(EMPTY_BLOCK)
+
+
+def test_a_set_saved_with_thinking_roles_keeps_them_and_eval_follows(policy, tmp_path, capsys):
+    from llm_marl.cli import main
+    from llm_marl.train_cli import load_policy
+
+    policy.thinking = ("planner",)
+    try:
+        policy.save(tmp_path / "some")
+    finally:
+        policy.thinking = False
+    assert json.loads((tmp_path / "some" / "policy_set.json").read_text())["thinking"] == ["planner"]
+    assert load_policy("tiny-random", ["planner"], adapters=tmp_path / "some").thinking == ("planner",)
+    out = tmp_path / "eval.json"
+    assert main(["eval", "--env", "plan_path", "--adapters", str(tmp_path / "some"), "--n", "1", "--max-new-tokens", "2",
+                 "--out", str(out)]) == 0
+    assert json.loads(out.read_text())["thinking"] == ["planner"]
+    assert main(["eval", "--env", "plan_path", "--adapters", str(tmp_path / "some"), "--n", "1", "--max-new-tokens", "2",
+                 "--thinking-roles", "tool", "--out", str(out)]) == 0
+    assert json.loads(out.read_text())["thinking"] == ["tool"]
+    assert main(["eval", "--env", "plan_path", "--thinking-roles", "reasoner", "--n", "1"]) == 2
+    assert "--thinking-roles names ['reasoner']" in capsys.readouterr().err
+
+
+def test_train_and_sft_take_thinking_roles(tmp_path, capsys):
+    from llm_marl.cli import main
+    from tests.test_progress import ARGS
+
+    assert main(["train", *ARGS, "--steps", "1", "--thinking-roles", "planner", "--out-dir", str(tmp_path), "--run-name", "r"]) == 0
+    assert json.loads((tmp_path / "r" / "adapters" / "policy_set.json").read_text())["thinking"] == ["planner"]
+    assert main(["train", *ARGS, "--steps", "1", "--thinking", "--thinking-roles", "planner", "--out-dir", str(tmp_path)]) == 2
+    assert "give one of them" in capsys.readouterr().err
+    assert main(["sft", "--env", "plan_path", "--model", "tiny-random", "--demos", "1", "--heldout-demos", "0", "--epochs", "1",
+                 "--thinking-roles", "planner", "--out-dir", str(tmp_path), "--run-name", "s"]) == 0
+    assert json.loads((tmp_path / "s" / "adapters" / "policy_set.json").read_text())["thinking"] == ["planner"]

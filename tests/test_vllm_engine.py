@@ -7,6 +7,7 @@ skipped, honestly. One engine is built per module: starting vLLM costs seconds.
 from __future__ import annotations
 
 import os
+import types
 
 import pytest
 
@@ -189,5 +190,11 @@ def test_prompts_follow_the_thinking_switch_as_the_hf_engines(tmp_path):
             prompts[thinking] = result.prompt_ids
             assert result.prompt_ids == chat_prompt_ids(tokenizer, CHAT, thinking)
         assert tokenizer.decode(prompts[False]).endswith("<think>\n\n</think>\n\n") and prompts[False] != prompts[True]
+        engine.thinking = None  # as the policy set says, role by role (--thinking-roles)
+        engine.policy_set = types.SimpleNamespace(thinks=lambda role: role == "planner")
+        results = engine.generate([GenerationRequest(CHAT, role="planner"), GenerationRequest(CHAT, role="tool")],
+                                  SamplingParams(temperature=0.0, max_new_tokens=2))
+        assert [r.prompt_ids for r in results] == [prompts[True], prompts[False]]
     finally:
+        engine.policy_set = None
         engine.close()

@@ -59,7 +59,7 @@ class EngineSpec:
     lora: Any
     seed: int = 0
     threads: int = 1
-    thinking: bool = False
+    thinking: bool | tuple[str, ...] = False
     dtype: str = "auto"
 
     def __call__(self) -> Any:

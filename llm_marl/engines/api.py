@@ -44,12 +44,13 @@ class APIEngine:
     `timeout_s` bounds each request (seconds); `max_retries` is how many times the SDK retries a
     connection error, timeout, 429 or 5xx answer (with exponential backoff) before giving up.
     `thinking` (True/False) asks the server to render its chat template with `enable_thinking` set so
-    (`chat_template_kwargs`, which vLLM, SGLang and llama.cpp read); None leaves the server's default.
+    (`chat_template_kwargs`, which vLLM, SGLang and llama.cpp read); roles (a tuple) ask it on for their
+    requests and off for the others'; None leaves the server's default.
     """
 
     def __init__(self, base_url: str, model: str, api_key: str | None = None, timeout_s: float = 60.0,
                  max_retries: int = 2, max_concurrency: int = 4, request_logprobs: bool = False,
-                 thinking: bool | None = None):
+                 thinking: bool | tuple[str, ...] | None = None):
         try:
             import openai
         except ImportError:
@@ -97,7 +98,8 @@ class APIEngine:
             if sampling.top_k > 0:
                 extra["top_k"] = sampling.top_k
             if self.thinking is not None:
-                extra["chat_template_kwargs"] = {"enable_thinking": self.thinking}
+                thinks = request.role in self.thinking if isinstance(self.thinking, tuple) else self.thinking
+                extra["chat_template_kwargs"] = {"enable_thinking": thinks}
             if extra:
                 body["extra_body"] = extra
             if sampling.seed is not None:

@@ -57,6 +57,8 @@ class GenerationRequest:
     n: int = 1
     tag: object = None
     """Opaque caller data (e.g. which env/branch/role asked); returned untouched."""
+    role: str | None = None
+    """The role that acts, when known: a thinking switch per role reads it (`PolicySet.thinks`)."""
 
 
 @dataclass

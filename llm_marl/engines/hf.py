@@ -163,7 +163,7 @@ class HFEngine:
     # ------------------------------------------------------------------ Engine
     def generate(self, requests: list[GenerationRequest], sampling: SamplingParams) -> list[GenerationResult]:
         tokenizer, model = self.policy_set.tokenizer, self.policy_set.model
-        prompts = [chat_prompt_ids(tokenizer, r.messages, self.policy_set.thinking) for r in requests]
+        prompts = [chat_prompt_ids(tokenizer, r.messages, self.policy_set.thinks(r.role)) for r in requests]
         results = [GenerationResult(request=r, prompt_ids=p, completions=[None] * r.n) for r, p in zip(requests, prompts)]  # type: ignore[list-item]
         generator = self._generator
         if sampling.seed is not None:

@@ -77,7 +77,7 @@ class VLLMEngine:
             model_path = policy_set.model_path
         self.model_path = resolve_model(model_path)
         self.policy_set = policy_set
-        self.thinking = bool(getattr(policy_set, "thinking", False)) if thinking is None else thinking  # see chat_prompt_ids
+        self.thinking = thinking  # None: as the policy set says, role by role (see chat_prompt_ids)
         on_cpu = not torch.cuda.is_available()
         # The weights the update recomputes log-probs with (`resolve_dtype`): vLLM's own "auto" would serve a
         # float16 checkpoint in float16 while the update runs bfloat16, so it is never passed on.
@@ -118,11 +118,16 @@ class VLLMEngine:
             self.sync_adapters()
 
     # ------------------------------------------------------------------ Engine
+    def _thinks(self, role: str | None) -> bool:
+        if self.thinking is not None:
+            return self.thinking
+        return self.policy_set is not None and self.policy_set.thinks(role)
+
     def generate(self, requests: list[GenerationRequest], sampling: SamplingParams) -> list[GenerationResult]:
         vllm = import_vllm()
         from vllm.inputs import TokensPrompt
 
-        prompts = [chat_prompt_ids(self.tokenizer, r.messages, self.thinking) for r in requests]
+        prompts = [chat_prompt_ids(self.tokenizer, r.messages, self._thinks(r.role)) for r in requests]
         results = [GenerationResult(request=r, prompt_ids=p) for r, p in zip(requests, prompts)]
         window = self.llm.llm_engine.model_config.max_model_len
         fits = [i for i, p in enumerate(prompts) if len(p) < window]  # vLLM refuses the whole batch for one that does not

@@ -335,7 +335,7 @@ def rollout(tasks: list[Task], plan: SamplingPlan, engine: Engine, sigma: Sigma 
             break
         requests = [
             GenerationRequest(messages=copy.deepcopy(list(obs["messages"])), adapter=adapter, n=d.n,
-                              tag=RequestTag(i, b.task.task_id, b.episode_id, agent, b.steps))
+                              tag=RequestTag(i, b.task.task_id, b.episode_id, agent, b.steps), role=agent)
             for i, (b, agent, obs, adapter, d) in enumerate(pending) if d.replies is None
         ]
         by_index: dict[int, GenerationResult] = {}
