@@ -16,6 +16,7 @@ wheel): make the environment with --without-pip and install pip into it from ano
 
 from __future__ import annotations
 
+import platform
 import subprocess
 import sys
 import zipfile
@@ -33,6 +34,8 @@ def unpacked_python(version: str, dest: Path) -> Path:
     """The interpreter `pythonVERSION` under `dest`, unpacked there first if it is not yet."""
     python = dest / "usr" / "bin" / f"python{version}"
     if not _runs(python):
+        if platform.machine() != "x86_64":
+            raise RuntimeError(f"only x86-64 machines are handled, this one is {platform.machine()}")
         apt = dest / ".apt"
         for folder in ("sources", "lists/partial", "cache/archives/partial"):
             (apt / folder).mkdir(parents=True, exist_ok=True)
