@@ -364,11 +364,13 @@ def _eval_engine(args: argparse.Namespace, env_kwargs: dict[str, Any], user_erro
     from llm_marl.engines import make_engine
     from llm_marl_envs.registry import make_raw
 
+    # The environment's roles, built once: the api engine needs them only for --thinking-roles.
+    roles = list(make_raw(args.env, **env_kwargs).possible_agents) if args.engine != "api" or args.thinking_roles else []
     if args.thinking_roles is not None:
         from llm_marl.policies import parse_thinking
 
         try:
-            args.thinking = parse_thinking(bool(args.thinking), args.thinking_roles, make_raw(args.env, **env_kwargs).possible_agents)
+            args.thinking = parse_thinking(bool(args.thinking), args.thinking_roles, roles)
         except ValueError as exc:
             raise user_error(str(exc)) from None
     if args.engine == "api":
@@ -381,7 +383,6 @@ def _eval_engine(args: argparse.Namespace, env_kwargs: dict[str, Any], user_erro
 
             args.adapters = str(saved_set_folder(args.adapters))  # a run directory stands for its final adapters
         args.model = args.model or adapters_base_model(args.adapters) or ModelConfig.model
-        roles = list(make_raw(args.env, **env_kwargs).possible_agents)
         if args.adapters is None:
             from llm_marl.policies import parse_policy
 
