@@ -1,8 +1,10 @@
-"""The update's peak memory and time by `--micro-batch-size`: one minibatch of long replies, one optimiser step.
+"""The update's peak memory and time by `--micro-batch-size` and `--gradient-checkpointing`: one minibatch of long
+replies, one optimiser step.
 
-    python benchmarks/update_memory.py --model smollm2-135m --samples 8 --prompt 400 --reply 512 --micro 0 4 2 1 --write benchmarks.md
+    python benchmarks/update_memory.py --model smollm2-135m --samples 8 --prompt 400 --reply 512 --micro 0 4 2 1 \
+        --checkpointing off on --write benchmarks.md
 
-Each size runs in its own subprocess: it loads the model, builds `--samples` synthetic samples (random
+Each size, with and without checkpointing, runs in its own subprocess: it loads the model, builds `--samples` synthetic samples (random
 prompt and reply tokens, non-zero advantages; distinct prompts, so no two samples must share a pass),
 and takes one update (`trainer.update_policy`, token-mean, one epoch, a minibatch holding every sample).
 Peak memory is the process's maximum resident set (`ru_maxrss`) over the update, less its resident set
@@ -30,7 +32,7 @@ def _rss_mib() -> float:
         return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
-def worker(model: str, samples: int, prompt: int, reply: int, micro: int) -> dict[str, float]:
+def worker(model: str, samples: int, prompt: int, reply: int, micro: int, checkpointing: bool) -> dict[str, float]:
     import numpy as np
     import torch
 
@@ -48,7 +50,7 @@ def worker(model: str, samples: int, prompt: int, reply: int, micro: int) -> dic
                     adapter="shared", messages=[], text="", prompt_ids=rng.integers(10, vocab, prompt).tolist(),
                     response_ids=rng.integers(10, vocab, reply).tolist(), old_logprobs=[-5.0] * reply,
                     advantage=float(rng.choice([-1.0, 1.0]))) for i in range(samples)]
-    optim = OptimConfig(minibatch_size=samples, micro_batch_size=micro, kl_beta=0.0, ratio_level="token", loss_agg="token-mean")
+    optim = OptimConfig(minibatch_size=samples, micro_batch_size=micro, gradient_checkpointing=checkpointing, kl_beta=0.0, ratio_level="token", loss_agg="token-mean")
     optimizers = {"shared": torch.optim.AdamW(policy.trainable_parameters("shared"), lr=1e-5)}
     before = _rss_mib()
     start = time.perf_counter()
@@ -65,23 +67,28 @@ def main() -> None:
     ap.add_argument("--prompt", type=int, default=400, help="prompt tokens per sample")
     ap.add_argument("--reply", type=int, default=512, help="reply tokens per sample")
     ap.add_argument("--micro", type=int, nargs="+", default=[0, 4, 2, 1], help="micro-batch sizes (0: the whole minibatch)")
+    ap.add_argument("--checkpointing", nargs="+", choices=["off", "on"], default=["off"],
+                    help="run each size without and/or with --gradient-checkpointing")
     ap.add_argument("--write", metavar="FILE", help="write the table into this benchmarks.md section")
     ap.add_argument("--worker", type=int, default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--worker-checkpointing", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker is not None:
         sys.path.insert(0, str(ROOT))
-        print(json.dumps(worker(args.model, args.samples, args.prompt, args.reply, args.worker)))
+        print(json.dumps(worker(args.model, args.samples, args.prompt, args.reply, args.worker, args.worker_checkpointing)))
         return
-    rows = ["| --micro-batch-size | passes | peak memory over the loaded model | update time |", "|---|---|---|---|"]
-    for micro in args.micro:
-        cmd = [sys.executable, __file__, "--worker", str(micro), "--model", args.model, "--samples", str(args.samples),
-               "--prompt", str(args.prompt), "--reply", str(args.reply)]
-        proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=False)
-        if proc.returncode != 0:
-            raise RuntimeError(f"worker for --micro-batch-size {micro} failed:\n{proc.stderr[-3000:]}")
-        result = json.loads(proc.stdout.strip().splitlines()[-1])
-        passes = 1 if micro == 0 else -(-args.samples // micro)
-        rows.append(f"| {micro or 'off'} | {passes} | {result['peak_over_mib']:,.0f} MiB | {result['seconds']:.1f} s |")
+    rows = ["| --gradient-checkpointing | --micro-batch-size | passes | peak memory over the loaded model | update time |",
+            "|---|---|---|---|---|"]
+    for checkpointing in args.checkpointing:
+        for micro in args.micro:
+            cmd = [sys.executable, __file__, "--worker", str(micro), "--model", args.model, "--samples", str(args.samples),
+                   "--prompt", str(args.prompt), "--reply", str(args.reply)] + (["--worker-checkpointing"] if checkpointing == "on" else [])
+            proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=False)
+            if proc.returncode != 0:
+                raise RuntimeError(f"worker for --micro-batch-size {micro}, checkpointing {checkpointing} failed:\n{proc.stderr[-3000:]}")
+            result = json.loads(proc.stdout.strip().splitlines()[-1])
+            passes = 1 if micro == 0 else -(-args.samples // micro)
+            rows.append(f"| {checkpointing} | {micro or 'off'} | {passes} | {result['peak_over_mib']:,.0f} MiB | {result['seconds']:.1f} s |")
     body = "\n".join(rows)
     print(body)
     if args.write:
@@ -92,7 +99,7 @@ def main() -> None:
         note = (f"One minibatch of {args.samples} samples of {args.prompt} prompt and {args.reply} reply tokens on "
                 f"{args.model} (float32, LoRA r=16), one optimiser step; each size in a fresh process, measured once (a single "
                 "run per size: the times are not medians).")
-        write_section(args.write, "update-memory", "Update memory by micro-batch size", command, body + "\n\n" + note)
+        write_section(args.write, "update-memory", "Update memory by micro-batch size and gradient checkpointing", command, body + "\n\n" + note)
 
 
 if __name__ == "__main__":

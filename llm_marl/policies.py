@@ -15,6 +15,7 @@ and only at response positions: only generated tokens are trained (MATPO).
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import re
@@ -34,6 +35,10 @@ MANIFEST = "policy_set.json"
 
 class AdapterFolderError(ValueError):
     """A folder of saved adapters (--init-adapters, --adapters) that cannot be used; the message names the fix."""
+
+
+class CheckpointingError(ValueError):
+    """A model whose layers transformers cannot checkpoint, asked for `--gradient-checkpointing`."""
 
 
 @dataclass(frozen=True)
@@ -213,6 +218,8 @@ class PolicySet:
     thinking: bool | tuple[str, ...] = False
     """Whether prompts let a thinking model reason before it replies (`chat_prompt_ids`): for every role (True),
     none (False) or the roles named (`parse_thinking`); saved with the set. `thinks` reads it."""
+    _checkpointing: bool = field(default=False, init=False, repr=False)
+    """Inside `checkpointing()`: the decoder layers keep no KV cache, so no prompt is shared."""
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -293,6 +300,48 @@ class PolicySet:
                     p.requires_grad_(True)
         yield self.model
 
+    @contextlib.contextmanager
+    def checkpointing(self, enabled: bool = True) -> Iterator[None]:
+        """Gradient checkpointing inside the block (`--gradient-checkpointing`): each decoder layer keeps only
+        its input for the backward pass and runs again there, so a pass holds one layer's activations instead
+        of every layer's (about one more forward pass of time). Per block, so that sampling keeps its KV cache.
+
+        transformers checkpoints a layer when its own train flag is set: only that flag is set here, so that
+        attention and LoRA dropout keep their mode (off in RL updates). Checkpointed layers keep no KV cache,
+        so `response_logprobs` runs every row with its own prompt inside the block.
+        """
+        if not enabled:
+            yield
+            return
+        from torch.utils.checkpoint import checkpoint
+
+        layers = self.checkpoint_layers()
+        saved = [(m.gradient_checkpointing, m.training, m.__dict__.get("_gradient_checkpointing_func")) for m in layers]
+        for m in layers:
+            m.gradient_checkpointing, m.training = True, True
+            m._gradient_checkpointing_func = functools.partial(checkpoint, use_reentrant=False)
+        self._checkpointing = True
+        try:
+            yield
+        finally:
+            self._checkpointing = False
+            for m, (on, training, func) in zip(layers, saved):
+                m.gradient_checkpointing, m.training = on, training
+                if func is None:
+                    m.__dict__.pop("_gradient_checkpointing_func", None)
+                else:
+                    m._gradient_checkpointing_func = func
+
+    def checkpoint_layers(self) -> list[torch.nn.Module]:
+        """The decoder layers `checkpointing()` recomputes; a model without any is refused (a bad config: say so early)."""
+        from transformers.modeling_layers import GradientCheckpointingLayer
+
+        layers = [m for m in self.model.modules() if isinstance(m, GradientCheckpointingLayer)]
+        if not layers:
+            name = type(self.model.get_base_model()).__name__
+            raise CheckpointingError(f"{name} has no layers transformers can checkpoint; run without --gradient-checkpointing")
+        return layers
+
     def trainable_parameters(self, adapter: str) -> list[torch.nn.Parameter]:
         """The LoRA parameters of `adapter` only: one optimizer per adapter (AT-GRPO Eq. 3)."""
         if adapter not in self.adapters:
@@ -360,7 +409,7 @@ class PolicySet:
         mask = response_mask.bool().cpu()
         # Keep every response token up to the last generated one as context.
         ends = torch.where(mask.any(1), T - mask.flip(1).int().argmax(1), torch.zeros(B, dtype=torch.long))
-        if share_prompts and len({tuple(p) for p in prompt_ids}) < B:
+        if share_prompts and not self._checkpointing and len({tuple(p) for p in prompt_ids}) < B:
             return self._shared_prompt_logprobs(prompt_ids, response_ids.cpu(), mask, ends, adapter, temperature, grad)
         starts = torch.tensor([len(p) for p in prompt_ids], dtype=torch.long)
         width = int((starts + ends).max()) if B else 0

@@ -50,6 +50,8 @@ class SFTConfig:
     lr: float = opt(1e-3, "AdamW learning rate of each adapter")
     batch_size: int = opt(8, "examples per optimiser step")
     micro_batch_size: int = opt(2, "examples per forward and backward pass; their gradients add up to one --batch-size step (the same step, less memory: 8 rows of a 600-token prompt at once took 14 GB)")
+    gradient_checkpointing: bool = opt(False, "recompute each decoder layer's activations in the backward pass instead of keeping "
+                                              "them (less memory for long examples; the same steps, every example with its own prompt)")
     max_length: int = opt(4096, "longest example (prompt + reply), in tokens; longer ones are skipped and counted")
     seed: int = opt(0, "seed of the example order")
     out_dir: str = opt("runs", "root folder of run directories")
@@ -177,10 +179,11 @@ def _by_adapter(examples: Sequence[Example]) -> dict[str, list[Example]]:
 
 def supervised_finetune(policy: Any, examples: Sequence[Example], *, epochs: int = 2, lr: float = 1e-3, batch_size: int = 8,
                         micro_batch_size: int = 2, weight_decay: float = 0.0, grad_clip: float = 1.0, seed: int = 0,
-                        on_step: Callable[[dict[str, float]], None] | None = None) -> dict[str, int]:
+                        gradient_checkpointing: bool = False, on_step: Callable[[dict[str, float]], None] | None = None) -> dict[str, int]:
     """Minimise the token-mean NLL of each adapter's targets: one AdamW per adapter, `epochs` shuffled
     passes in minibatches of `batch_size` examples, each run `micro_batch_size` examples at a time with
-    the gradients accumulated; a minibatch whose gradient is not finite takes no step. Returns the
+    the gradients accumulated (and each layer's activations recomputed in the backward pass with
+    `gradient_checkpointing`); a minibatch whose gradient is not finite takes no step. Returns the
     optimiser steps per adapter."""
     from llm_marl.update import clipped_step
 
@@ -204,7 +207,8 @@ def supervised_finetune(policy: Any, examples: Sequence[Example], *, epochs: int
         loss = 0.0
         for start in range(0, len(batch), micro_batch_size):
             micro = batch[start:start + micro_batch_size]
-            lp = policy.response_logprobs([e.prompt_ids for e in micro], [e.target_ids for e in micro], adapter, 1.0, grad=True)
+            with policy.checkpointing(gradient_checkpointing):
+                lp = policy.response_logprobs([e.prompt_ids for e in micro], [e.target_ids for e in micro], adapter, 1.0, grad=True)
             part = -lp.sum() / tokens  # normalised by the whole minibatch's tokens, so the parts add up to its mean
             part.backward()
             loss += float(part.detach())
@@ -248,6 +252,8 @@ def run_sft(config: SFTConfig, model: Any, transcripts: list[dict[str, Any]], he
     device = resolve_device(model.device)
     policy = PolicySet.from_pretrained(model.model, roles=roles, policy=model.policy, lora=lora, seed=config.seed, device=device,
                                        dtype=model.dtype, thinking=thinking)
+    if config.gradient_checkpointing:
+        policy.checkpoint_layers()  # a model transformers cannot checkpoint is refused before the run directory exists
     if model.init_adapters:
         policy.init_from(model.init_adapters)
     examples, skipped = build_examples(policy, transcripts, config.max_length)
@@ -272,7 +278,8 @@ def run_sft(config: SFTConfig, model: Any, transcripts: list[dict[str, Any]], he
                 log(f"sft step {m['step']}/{m['of']} (epoch {m['epoch']}): loss {m['loss']:.3f}")
 
         steps = supervised_finetune(policy, examples, epochs=config.epochs, lr=config.lr, batch_size=config.batch_size,
-                                    micro_batch_size=config.micro_batch_size, seed=config.seed, on_step=on_step)
+                                    micro_batch_size=config.micro_batch_size, seed=config.seed,
+                                    gradient_checkpointing=config.gradient_checkpointing, on_step=on_step)
         train_s = time.perf_counter() - t0
         policy.save(run.path / "adapters")
         after = {"train_nll": mean_nll(policy, examples),

@@ -218,14 +218,14 @@ def cmd_train(args: argparse.Namespace) -> int:
         check_available(config.run.report_to)
     except (ValueError, TypeError, ClusterError) as exc:
         raise UserError(str(exc)) from None
-    from llm_marl.policies import AdapterFolderError
+    from llm_marl.policies import AdapterFolderError, CheckpointingError
     from llm_marl.runs import RunDirError
     from llm_marl.tracking import TrackerError
     from llm_marl.trainer import TrainingInterrupted
 
     try:
         run = train(config, resume=args.resume, log=lambda msg: print(msg, file=sys.stderr))
-    except (RunDirError, ClusterError, AdapterFolderError, TrackerError) as exc:
+    except (RunDirError, ClusterError, AdapterFolderError, CheckpointingError, TrackerError) as exc:
         raise UserError(str(exc)) from None
     except TrainingInterrupted as exc:
         print(f"llm-marl: {exc}", file=sys.stderr)

@@ -13,11 +13,13 @@ as shards differ in tokens. Clipping and AdamW run after the all-reduce on ident
 the replicated optimizers stay identical. Every rank takes every optimiser step, with zero
 gradients when its shard of a minibatch is empty. With T = 1 this is exactly the single-process
 update (`llm_marl.trainer.update_policy` calls it that way). For the same reason a rank may run its shard
-in several forward/backward passes (`--micro-batch-size`, whole units each) and accumulate their gradients.
+in several forward/backward passes (`--micro-batch-size`, whole units each) and accumulate their gradients,
+and recompute each layer's activations in the backward pass (`--gradient-checkpointing`): the same steps.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections import defaultdict
 from dataclasses import dataclass
@@ -146,7 +148,8 @@ def apply_update(policy: Any, optimizers: dict[str, torch.optim.Optimizer], shar
         optimizer.zero_grad(set_to_none=True)
         local: dict[str, float] = {}
         ratio_max = float("-inf")
-        micro = micro_batches(shard.samples, optim.micro_batch_size, segment, optim.share_prompts)
+        # Checkpointed layers keep no KV cache, so replies sharing a prompt need not share a pass either.
+        micro = micro_batches(shard.samples, optim.micro_batch_size, segment, optim.share_prompts and not optim.gradient_checkpointing)
         parts = [_backward(policy, samples, shard, optim, loss_config, temperature, segment) for samples in micro]
         masked = sum(tokens for tokens, _ in parts)
         for tokens, metrics in parts:  # what one pass over the shard would have measured
@@ -195,8 +198,9 @@ def _backward(policy: Any, samples: list[Sample], shard: MinibatchShard, optim: 
               temperature: float, segment: str) -> tuple[float, dict[str, float]]:
     """One forward/backward pass over `samples` (gradients accumulate): (their generated tokens, the loss metrics)."""
     batch_t = collate(samples, segment=segment, pad_id=policy.tokenizer.pad_token_id or 0)
-    logprobs = policy.response_logprobs(batch_t["prompt_ids"], batch_t["response_ids"], shard.adapter, temperature,
-                                        grad=True, response_mask=batch_t["response_mask"], share_prompts=optim.share_prompts)
+    with checkpointed(policy, optim):
+        logprobs = policy.response_logprobs(batch_t["prompt_ids"], batch_t["response_ids"], shard.adapter, temperature,
+                                            grad=True, response_mask=batch_t["response_mask"], share_prompts=optim.share_prompts)
     ref = None
     if loss_config.beta > 0:
         ref = policy.reference_logprobs(batch_t["prompt_ids"], batch_t["response_ids"], temperature,
@@ -206,6 +210,11 @@ def _backward(policy: Any, samples: list[Sample], shard: MinibatchShard, optim: 
                                 loss_config, ref_logprobs=ref, segment_ids=batch_t["segment_ids"], normalizer=shard.normalizer)
     loss.backward()
     return float(batch_t["response_mask"].sum()), {"total": float(loss.detach()), **{k: float(v) for k, v in metrics.items()}}
+
+
+def checkpointed(policy: Any, optim: Any) -> Any:
+    """The block of a pass with gradient: `policy.checkpointing()` under `--gradient-checkpointing`, else nothing."""
+    return policy.checkpointing() if optim.gradient_checkpointing else contextlib.nullcontext()
 
 
 def clipped_step(optimizer: torch.optim.Optimizer, params: list[torch.nn.Parameter], grad_clip: float) -> float | None:
