@@ -90,10 +90,10 @@ class OptimConfig:
     clip_eps: float = opt(0.2, "PPO clip range epsilon (low side)")
     clip_eps_high: float = opt(0.2, "PPO clip range on the high side")
     share_prompts: bool = opt(True, "run a prompt shared by several replies (a decision's K candidates) once per minibatch in the update; exact, only faster")
-    gradient_checkpointing: bool = opt(False, "recompute each decoder layer's activations in the update's backward pass instead of "
-                                              "keeping them (less memory for long replies, about a third more update time); the "
-                                              "same steps, but every reply runs with its own prompt (share-prompts is off in the "
-                                              "update's passes)")
+    gradient_checkpointing: bool = opt(False, "recompute each decoder layer's activations, and the LM head's logits, in the "
+                                              "update's backward pass instead of keeping them (less memory for long replies, more "
+                                              "update time); the same steps, but every reply runs with its own prompt "
+                                              "(share-prompts is off in the update's passes)")
     # The three loss settings below default to None: "the algorithm's paper setting" (each algorithm
     # module's LOSS_DEFAULTS), resolved by TrainConfig, so a config built in Python trains the same
     # objective as the CLI. The resolved values are what config.json records.

@@ -31,6 +31,8 @@ DEFAULT_TARGET_MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "
 SHARED_ADAPTER = "shared"
 _ADAPTER_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
 MANIFEST = "policy_set.json"
+LOGIT_CHUNK_BYTES = 256 * 2**20
+"""Float32 logits that `PolicySet.target_logprobs` holds at once where it can run its rows in chunks."""
 
 
 class AdapterFolderError(ValueError):
@@ -304,7 +306,8 @@ class PolicySet:
     def checkpointing(self, enabled: bool = True) -> Iterator[None]:
         """Gradient checkpointing inside the block (`--gradient-checkpointing`): each decoder layer keeps only
         its input for the backward pass and runs again there, so a pass holds one layer's activations instead
-        of every layer's (about one more forward pass of time). Per block, so that sampling keeps its KV cache.
+        of every layer's (about one more forward pass of time), and the LM head's logits likewise, a chunk of
+        tokens at a time (`target_logprobs`). Per block, so that sampling keeps its KV cache.
 
         transformers checkpoints a layer when its own train flag is set: only that flag is set here, so that
         attention and LoRA dropout keep their mode (off in RL updates). Checkpointed layers keep no KV cache,
@@ -369,11 +372,33 @@ class PolicySet:
             hidden = causal_lm.get_decoder()(input_ids=input_ids, attention_mask=attention_mask,
                                              position_ids=position_ids, use_cache=False).last_hidden_state
             target_mask = select[:, 1:]
-            logits = self.head_logits(hidden[:, :-1][target_mask])  # predicts the token one position later
-            logprobs = temperature_logprobs(logits, temperature).gather(-1, input_ids[:, 1:][target_mask].unsqueeze(-1)).squeeze(-1)
+            # Each position predicts the token one position later.
+            logprobs = self.target_logprobs(hidden[:, :-1][target_mask], input_ids[:, 1:][target_mask], temperature)
             out = torch.zeros(input_ids.shape, dtype=torch.float32, device=self.device)
             out = out.masked_scatter(torch.nn.functional.pad(target_mask, (1, 0)), logprobs.float())
         return out
+
+    def target_logprobs(self, hidden: torch.Tensor, targets: torch.Tensor, temperature: float) -> torch.Tensor:
+        """log softmax(head(hidden) / T)[targets] for N final hidden states [N, H] and their next tokens [N].
+
+        A row of logits is vocabulary-wide float32 (600 KB at Qwen3's 152k tokens: 8 replies of 4096 tokens
+        hold 20 GB of them). Without gradient the rows run LOGIT_CHUNK_BYTES at a time; with it, under
+        `checkpointing()`, each chunk keeps only its hidden states and its logits are computed again in the
+        backward pass. Otherwise the backward pass needs every row's log-softmax, so they run at once.
+        """
+        def chunk(h: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+            return temperature_logprobs(self.head_logits(h), temperature).gather(-1, t.unsqueeze(-1)).squeeze(-1)
+
+        grad = torch.is_grad_enabled() and hidden.requires_grad
+        rows = max(1, LOGIT_CHUNK_BYTES // (4 * self.model.get_base_model().get_output_embeddings().weight.shape[0]))
+        if hidden.shape[0] <= rows or (grad and not self._checkpointing):
+            return chunk(hidden, targets)
+        if not grad:
+            return torch.cat([chunk(hidden[i:i + rows], targets[i:i + rows]) for i in range(0, hidden.shape[0], rows)])
+        from torch.utils.checkpoint import checkpoint
+
+        return torch.cat([checkpoint(chunk, hidden[i:i + rows], targets[i:i + rows], use_reentrant=False)
+                          for i in range(0, hidden.shape[0], rows)])
 
     def head_logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """LM-head logits of final hidden states, with the model's logit soft-capping if it has one."""
@@ -459,9 +484,7 @@ class PolicySet:
             # Response token j is predicted by the hidden state before it: the prompt's last for j = 0.
             before = torch.cat([first.last_hidden_state[row.to(device), -1:], rest.last_hidden_state[:, :-1]], 1)
             select = mask[:, :width].to(device)
-            logits = self.head_logits(before[select])
-            targets = response_ids[:, :width].to(device)[select]
-            logprobs = temperature_logprobs(logits, temperature).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+            logprobs = self.target_logprobs(before[select], response_ids[:, :width].to(device)[select], temperature)
             out = torch.zeros((B, T), dtype=torch.float32, device=device)
             out[:, :width] = torch.zeros((B, width), dtype=torch.float32, device=device).masked_scatter(select, logprobs.float())
         return out

@@ -112,6 +112,43 @@ def test_checkpointing_runs_only_inside_its_block(recomputed):
     assert all(not layer.training and not layer.gradient_checkpointing for layer in policy.checkpoint_layers())
 
 
+@pytest.mark.parametrize("shared", [False, True], ids=["own prompts", "shared prompts"])
+def test_the_lm_head_runs_in_chunks_where_it_can(monkeypatch, recomputed, shared):
+    """Without gradient, and with it under checkpointing, the LM head's rows run a chunk at a time (the logits of
+    the others are not held); the log-probs and gradients are those of one pass."""
+    import llm_marl.policies
+
+    policy = tiny_policy(dtype="float64")
+    head = policy.model.get_base_model().get_output_embeddings()
+    rows, again = [], recomputed(policy)
+    head.register_forward_pre_hook(lambda module, args: rows.append(args[0].shape[0]))
+    prompts = [[5, 6, 7, 8], [5, 6, 7, 8] if shared else [9, 8, 7], [9, 10]]
+    replies = [[11, 12, 13, 14, 15], [14, 16], [15, 16, 17, 18]]
+
+    def run(grad, checkpointing):
+        policy.model.zero_grad(set_to_none=True)
+        rows.clear(), again.clear()
+        with policy.checkpointing(checkpointing):
+            logprobs = policy.response_logprobs(prompts, replies, "tool", grad=grad)
+        if grad:
+            (logprobs * torch.arange(logprobs.numel()).reshape(logprobs.shape)).sum().backward()
+        gradient = [p.grad.clone() for p in policy.trainable_parameters("tool")] if grad else []
+        return logprobs.detach(), gradient, list(rows)
+
+    whole, whole_grad, whole_rows = run(True, True)
+    assert whole_rows == [11]  # 11 rows fit in a chunk: one pass, its logits kept for backward()
+    monkeypatch.setattr(llm_marl.policies, "LOGIT_CHUNK_BYTES", 4 * head.weight.shape[0] * 3)  # 3 rows a chunk
+    assert run(True, False)[2] == [11]  # the backward pass needs every row's log-softmax: no chunks
+    plain, _, plain_rows = run(False, False)
+    assert plain_rows == [3, 3, 3, 2]
+    torch.testing.assert_close(plain, whole, atol=1e-12, rtol=0)
+    chunked, chunked_grad, chunked_rows = run(True, True)
+    assert chunked_rows[:4] == [3, 3, 3, 2] and sorted(chunked_rows[4:]) == [2, 3, 3, 3]  # each chunk again in backward()
+    torch.testing.assert_close(chunked, whole, atol=1e-12, rtol=0)
+    for got, expected in zip(chunked_grad, whole_grad):
+        torch.testing.assert_close(got, expected, atol=1e-9, rtol=1e-7)
+
+
 def test_sft_takes_the_same_steps_with_checkpointing(monkeypatch, recomputed):
     """sft trains with dropout (train mode): the recompute draws the same dropout masks. Distinct prompts, so that
     both runs draw their masks for the same passes (a shared prompt's one pass would draw other masks). SGD: see above."""
