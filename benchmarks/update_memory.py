@@ -2,7 +2,7 @@
 replies, one optimiser step.
 
     python benchmarks/update_memory.py --model smollm2-135m --samples 8 --prompt 400 --reply 512 --micro 0 4 2 1 \
-        --checkpointing off on --write benchmarks.md
+        --checkpointing off on --malloc default returning --write benchmarks.md
 
 Each size, with and without checkpointing, runs in its own subprocess: it loads the model, builds `--samples` synthetic samples (random
 prompt and reply tokens, non-zero advantages; distinct prompts, so no two samples must share a pass),
@@ -10,11 +10,18 @@ and takes one update (`trainer.update_policy`, token-mean, one epoch, a minibatc
 Peak memory is the process's maximum resident set (`ru_maxrss`) over the update, less its resident set
 just before it (the model, the optimizer's state not yet allocated): activations, gradients and AdamW's
 moments. On a GPU the same split bounds the activations held at once; this script measures the CPU.
+
+On the CPU the resident set is more than the tensors alive at once: glibc's malloc raises its mmap
+threshold as large blocks are freed, then serves them from its heaps and keeps the freed memory.
+`--malloc returning` runs the workers with `MALLOC_MMAP_THRESHOLD_=65536` (every large block its own
+mapping, returned when freed): their peak is close to the tensors alive at once, at the cost of a
+page fault for every page of every new block.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import resource
@@ -69,6 +76,8 @@ def main() -> None:
     ap.add_argument("--micro", type=int, nargs="+", default=[0, 4, 2, 1], help="micro-batch sizes (0: the whole minibatch)")
     ap.add_argument("--checkpointing", nargs="+", choices=["off", "on"], default=["off"],
                     help="run each size without and/or with --gradient-checkpointing")
+    ap.add_argument("--malloc", nargs="+", choices=["default", "returning"], default=["default"],
+                    help="glibc's malloc as it is, and/or returning every large block when freed (MALLOC_MMAP_THRESHOLD_=65536)")
     ap.add_argument("--write", metavar="FILE", help="write the table into this benchmarks.md section")
     ap.add_argument("--worker", type=int, default=None, help=argparse.SUPPRESS)
     ap.add_argument("--worker-checkpointing", action="store_true", help=argparse.SUPPRESS)
@@ -77,18 +86,19 @@ def main() -> None:
         sys.path.insert(0, str(ROOT))
         print(json.dumps(worker(args.model, args.samples, args.prompt, args.reply, args.worker, args.worker_checkpointing)))
         return
-    rows = ["| --gradient-checkpointing | --micro-batch-size | passes | peak memory over the loaded model | update time |",
-            "|---|---|---|---|---|"]
-    for checkpointing in args.checkpointing:
-        for micro in args.micro:
-            cmd = [sys.executable, __file__, "--worker", str(micro), "--model", args.model, "--samples", str(args.samples),
-                   "--prompt", str(args.prompt), "--reply", str(args.reply)] + (["--worker-checkpointing"] if checkpointing == "on" else [])
-            proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=False)
-            if proc.returncode != 0:
-                raise RuntimeError(f"worker for --micro-batch-size {micro}, checkpointing {checkpointing} failed:\n{proc.stderr[-3000:]}")
-            result = json.loads(proc.stdout.strip().splitlines()[-1])
-            passes = 1 if micro == 0 else -(-args.samples // micro)
-            rows.append(f"| {checkpointing} | {micro or 'off'} | {passes} | {result['peak_over_mib']:,.0f} MiB | {result['seconds']:.1f} s |")
+    rows = ["| malloc | --gradient-checkpointing | --micro-batch-size | passes | peak memory over the loaded model | update time |",
+            "|---|---|---|---|---|---|"]
+    for malloc, checkpointing, micro in itertools.product(args.malloc, args.checkpointing, args.micro):  # a fresh worker each
+        cmd = [sys.executable, __file__, "--worker", str(micro), "--model", args.model, "--samples", str(args.samples),
+               "--prompt", str(args.prompt), "--reply", str(args.reply)] + (["--worker-checkpointing"] if checkpointing == "on" else [])
+        env = {k: v for k, v in os.environ.items() if k != "MALLOC_MMAP_THRESHOLD_"}
+        env.update({"MALLOC_MMAP_THRESHOLD_": "65536"} if malloc == "returning" else {})
+        proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=False, env=env)
+        if proc.returncode != 0:
+            raise RuntimeError(f"worker for --micro-batch-size {micro}, checkpointing {checkpointing} failed:\n{proc.stderr[-3000:]}")
+        result = json.loads(proc.stdout.strip().splitlines()[-1])
+        passes = 1 if micro == 0 else -(-args.samples // micro)
+        rows.append(f"| {malloc} | {checkpointing} | {micro or 'off'} | {passes} | {result['peak_over_mib']:,.0f} MiB | {result['seconds']:.1f} s |")
     body = "\n".join(rows)
     print(body)
     if args.write:
@@ -97,7 +107,7 @@ def main() -> None:
 
         command = "python benchmarks/update_memory.py " + " ".join(shlex.quote(a) for a in sys.argv[1:])
         note = (f"One minibatch of {args.samples} samples of {args.prompt} prompt and {args.reply} reply tokens on "
-                f"{args.model} (float32, LoRA r=16), one optimiser step; each size in a fresh process, measured once (a single "
+                f"{args.model} (float32, LoRA r=16), one optimiser step; each row in a fresh process, measured once (a single "
                 "run per size: the times are not medians).")
         write_section(args.write, "update-memory", "Update memory by micro-batch size and gradient checkpointing", command, body + "\n\n" + note)
 
