@@ -3,19 +3,22 @@ replies, one optimiser step.
 
     python benchmarks/update_memory.py --model smollm2-135m --samples 8 --prompt 400 --reply 512 --micro 0 4 2 1 \
         --checkpointing off on --malloc default returning --write benchmarks.md
+    python benchmarks/update_memory.py --device cuda --model PATH --samples 8 --prompt 2048 --reply 4096 \
+        --micro 0 2 1 --checkpointing off on --write benchmarks.md  # on a GPU: its own section
 
-Each size, with and without checkpointing, runs in its own subprocess: it loads the model, builds `--samples` synthetic samples (random
-prompt and reply tokens, non-zero advantages; distinct prompts, so no two samples must share a pass),
-and takes one update (`trainer.update_policy`, token-mean, one epoch, a minibatch holding every sample).
-Peak memory is the process's maximum resident set (`ru_maxrss`) over the update, less its resident set
-just before it (the model, the optimizer's state not yet allocated): activations, gradients and AdamW's
-moments. On a GPU the same split bounds the activations held at once; this script measures the CPU.
+Each row runs in its own subprocess: it loads the model (`--dtype auto`: bfloat16 on a GPU that has it),
+builds `--samples` synthetic samples (random prompt and reply tokens, non-zero advantages; distinct
+prompts, so no two samples must share a pass), and takes one update (`trainer.update_policy`,
+token-mean, one epoch, a minibatch holding every sample). Peak memory is over what the process held
+just before the update (the model, the optimizer's state not yet allocated): activations, gradients
+and AdamW's moments.
 
-On the CPU the resident set is more than the tensors alive at once: glibc's malloc raises its mmap
-threshold as large blocks are freed, then serves them from its heaps and keeps the freed memory.
-`--malloc returning` runs the workers with `MALLOC_MMAP_THRESHOLD_=65536` (every large block its own
-mapping, returned when freed): their peak is close to the tensors alive at once, at the cost of a
-page fault for every page of every new block.
+On a GPU it is the peak of the tensors allocated at once (`torch.cuda.max_memory_allocated`). On the
+CPU it is the process's maximum resident set (`ru_maxrss`), which is more than the tensors alive at
+once: glibc's malloc raises its mmap threshold as large blocks are freed, then serves them from its
+heaps and keeps the freed memory. `--malloc returning` runs the workers with
+`MALLOC_MMAP_THRESHOLD_=65536` (every large block its own mapping, returned when freed): their peak is
+close to the tensors alive at once, at the cost of a page fault for every page of every new block.
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ def _rss_mib() -> float:
         return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
-def worker(model: str, samples: int, prompt: int, reply: int, micro: int, checkpointing: bool) -> dict[str, float]:
+def worker(model: str, samples: int, prompt: int, reply: int, micro: int, checkpointing: bool, device: str) -> dict[str, float]:
     import numpy as np
     import torch
 
@@ -49,8 +52,12 @@ def worker(model: str, samples: int, prompt: int, reply: int, micro: int, checkp
     from llm_marl.rollout import Sample
     from llm_marl.trainer import update_policy
 
+    from llm_marl.models import resolve_device
+
     torch.set_num_threads(len(os.sched_getaffinity(0)))
-    policy = PolicySet.from_pretrained(model, roles=["tool"], policy="shared")
+    device = resolve_device(device)
+    cuda = device.startswith("cuda")
+    policy = PolicySet.from_pretrained(model, roles=["tool"], policy="shared", device=device, dtype="auto")
     rng = np.random.default_rng(0)
     vocab = policy.tokenizer.vocab_size
     batch = [Sample(sample_id=i, task_id=f"t{i}", episode_id=f"t{i}", decision_id=i, candidate=0, role="tool", turn=0, step=0,
@@ -59,15 +66,31 @@ def worker(model: str, samples: int, prompt: int, reply: int, micro: int, checkp
                     advantage=float(rng.choice([-1.0, 1.0]))) for i in range(samples)]
     optim = OptimConfig(minibatch_size=samples, micro_batch_size=micro, gradient_checkpointing=checkpointing, kl_beta=0.0, ratio_level="token", loss_agg="token-mean")
     optimizers = {"shared": torch.optim.AdamW(policy.trainable_parameters("shared"), lr=1e-5)}
-    before = _rss_mib()
+    if cuda:
+        torch.cuda.synchronize(device)
+        torch.cuda.reset_peak_memory_stats(device)
+    before = torch.cuda.memory_allocated(device) / 2**20 if cuda else _rss_mib()
     start = time.perf_counter()
     update_policy(policy, optimizers, batch, optim, LossConfig(aggregation="token-mean"), 1.0, "sample", np.random.default_rng(0))
+    if cuda:
+        torch.cuda.synchronize(device)
     seconds = time.perf_counter() - start
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+    if cuda:
+        peak = torch.cuda.max_memory_allocated(device) / 2**20
+    else:
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
     return {"peak_over_mib": peak - before, "seconds": seconds}
 
 
-def main() -> None:
+def run_worker(argv: list[str], env: dict[str, str]) -> dict[str, float]:
+    """One row in a fresh process: `worker`'s result."""
+    proc = subprocess.run([sys.executable, __file__, *argv], cwd=ROOT, capture_output=True, text=True, check=False, env=env)
+    if proc.returncode != 0:
+        raise RuntimeError(f"worker {' '.join(argv)} failed:\n{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", default="smollm2-135m")
     ap.add_argument("--samples", type=int, default=8, help="samples in the minibatch")
@@ -78,38 +101,46 @@ def main() -> None:
                     help="run each size without and/or with --gradient-checkpointing")
     ap.add_argument("--malloc", nargs="+", choices=["default", "returning"], default=["default"],
                     help="glibc's malloc as it is, and/or returning every large block when freed (MALLOC_MMAP_THRESHOLD_=65536)")
+    ap.add_argument("--device", default="cpu", help="where the model runs (llm-marl's --device); a GPU run writes its own section")
     ap.add_argument("--write", metavar="FILE", help="write the table into this benchmarks.md section")
     ap.add_argument("--worker", type=int, default=None, help=argparse.SUPPRESS)
     ap.add_argument("--worker-checkpointing", action="store_true", help=argparse.SUPPRESS)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
+    sys.path.insert(0, str(ROOT))
     if args.worker is not None:
-        sys.path.insert(0, str(ROOT))
-        print(json.dumps(worker(args.model, args.samples, args.prompt, args.reply, args.worker, args.worker_checkpointing)))
+        print(json.dumps(worker(args.model, args.samples, args.prompt, args.reply, args.worker, args.worker_checkpointing,
+                                args.device)))
         return
-    rows = ["| malloc | --gradient-checkpointing | --micro-batch-size | passes | peak memory over the loaded model | update time |",
-            "|---|---|---|---|---|---|"]
+    from benchmarks.step_breakdown import gpu_name
+
+    gpu = gpu_name(args.device)
+    if gpu and args.malloc != ["default"]:
+        ap.error("--malloc is about the CPU's resident set; a GPU run measures the tensors allocated (drop --malloc)")
+    rows = [("" if gpu else "| malloc ") + "| --gradient-checkpointing | --micro-batch-size | passes | peak memory over the loaded model "
+            "| update time |", "|---" * (5 if gpu else 6) + "|"]
     for malloc, checkpointing, micro in itertools.product(args.malloc, args.checkpointing, args.micro):  # a fresh worker each
-        cmd = [sys.executable, __file__, "--worker", str(micro), "--model", args.model, "--samples", str(args.samples),
-               "--prompt", str(args.prompt), "--reply", str(args.reply)] + (["--worker-checkpointing"] if checkpointing == "on" else [])
+        cmd = ["--worker", str(micro), "--model", args.model, "--samples", str(args.samples), "--prompt", str(args.prompt),
+               "--reply", str(args.reply), "--device", args.device] + (["--worker-checkpointing"] if checkpointing == "on" else [])
         env = {k: v for k, v in os.environ.items() if k != "MALLOC_MMAP_THRESHOLD_"}
         env.update({"MALLOC_MMAP_THRESHOLD_": "65536"} if malloc == "returning" else {})
-        proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=False, env=env)
-        if proc.returncode != 0:
-            raise RuntimeError(f"worker for --micro-batch-size {micro}, checkpointing {checkpointing} failed:\n{proc.stderr[-3000:]}")
-        result = json.loads(proc.stdout.strip().splitlines()[-1])
+        result = run_worker(cmd, env)
         passes = 1 if micro == 0 else -(-args.samples // micro)
-        rows.append(f"| {malloc} | {checkpointing} | {micro or 'off'} | {passes} | {result['peak_over_mib']:,.0f} MiB | {result['seconds']:.1f} s |")
+        rows.append(("" if gpu else f"| {malloc} ") + f"| {checkpointing} | {micro or 'off'} | {passes} | "
+                    f"{result['peak_over_mib']:,.0f} MiB | {result['seconds']:.1f} s |")
     body = "\n".join(rows)
     print(body)
     if args.write:
-        sys.path.insert(0, str(ROOT))
         from benchmarks._report import write_section
 
-        command = "python benchmarks/update_memory.py " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+        command = "python benchmarks/update_memory.py " + " ".join(shlex.quote(a) for a in (sys.argv[1:] if argv is None else argv))
+        where = (f"on {gpu} (`--device {args.device}`, bfloat16 where the GPU has it; the peak of the tensors allocated)" if gpu
+                 else "on the CPU (float32; the peak resident set)")
         note = (f"One minibatch of {args.samples} samples of {args.prompt} prompt and {args.reply} reply tokens on "
-                f"{args.model} (float32, LoRA r=16), one optimiser step; each row in a fresh process, measured once (a single "
-                "run per size: the times are not medians).")
-        write_section(args.write, "update-memory", "Update memory by micro-batch size and gradient checkpointing", command, body + "\n\n" + note)
+                f"{args.model} {where}, LoRA r=16, one optimiser step; each row in a fresh process, measured once (a single "
+                "run per row: the times are not medians).")
+        name, title = ("update-memory-cuda", " on a GPU") if gpu else ("update-memory", "")
+        write_section(args.write, name, f"Update memory by micro-batch size and gradient checkpointing{title}", command,
+                      body + "\n\n" + note)
 
 
 if __name__ == "__main__":
