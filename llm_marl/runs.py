@@ -173,6 +173,22 @@ class RunDir:
             raise RunDirError(f"{path} is not a run configuration (a JSON object): restore it or start a new run")
         return config
 
+    def save_resumed_config(self, config: dict[str, Any], step: int) -> list[str]:
+        """On a resume that goes on with other settings (flags given with `--resume`): write them to config.json, so
+        that a later plain `--resume` keeps them and the file says what the run trains with, and append the earlier
+        values, and `step` (the first step run with the new ones), to its `resumes` list. Returns the changes."""
+        saved = self.load_config()
+        history = saved.pop("resumes", [])
+        now = json.loads(json.dumps(config, default=str))  # as the file holds it (tuples as lists)
+        if now == saved:
+            return []
+        changed = {f"{section}.{key}": [saved[section][key], value]
+                   for section, values in now.items() if isinstance(values, dict) and isinstance(saved.get(section), dict)
+                   for key, value in values.items() if key in saved[section] and saved[section][key] != value}
+        # Settings the file did not hold (added to llm-marl since the run started) are written, not reported.
+        self.save_config({**now, "resumes": [*history, *([{"step": step, "changed": changed}] if changed else [])]})
+        return [f"{name} {json.dumps(old)} -> {json.dumps(new)}" for name, (old, new) in changed.items()]
+
     # ------------------------------------------------------------------ logs
     def log_metrics(self, step: int, metrics: dict[str, Any]) -> None:
         """Append one step's metrics. A NaN or inf (the loss of an update that was skipped) is written as null:

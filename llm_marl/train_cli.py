@@ -39,7 +39,7 @@ def _train_sections() -> dict[str, type | None]:
     from llm_marl.distributed.config import ClusterConfig
 
     return {"model": ModelConfig, "sampling": SamplingConfig, "optim": OptimConfig, "run": RunConfig, "algo": None,
-            "credit": CreditConfig, "cluster": ClusterConfig, "resolved_env_args": None}
+            "credit": CreditConfig, "cluster": ClusterConfig, "resolved_env_args": None, "resumes": None}
 
 
 def _read_train_config(path: str) -> dict[str, Any]:

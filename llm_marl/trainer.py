@@ -351,6 +351,10 @@ def _train(config: TrainConfig, resume: str | None, log: Any, engine_factory: An
             warm_start(policy, config.model.init_adapters, log)
     record(run.path, versions(get_env(run_cfg.env).module, str(policy.device)), log, resumed_at=start if resume else None)
     if resume:
+        changed = run.save_resumed_config(config.to_dict(), start)
+        if changed:
+            log(f"resumed with other settings than {run.path} had: {'; '.join(changed)} (config.json holds the new ones, "
+                "its `resumes` the earlier ones)")
         aside = run.truncate_after(start - 1)
         if aside is not None:
             log(f"metrics and trajectories of steps after {start - 1} (to be redone) moved to {aside}")
