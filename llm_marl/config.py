@@ -92,8 +92,7 @@ class OptimConfig:
     share_prompts: bool = opt(True, "run a prompt shared by several replies (a decision's K candidates) once per minibatch in the update; exact, only faster")
     gradient_checkpointing: bool = opt(False, "recompute each decoder layer's activations, and the LM head's logits, in the "
                                               "update's backward pass instead of keeping them (less memory for long replies, more "
-                                              "update time); the same steps, but every reply runs with its own prompt "
-                                              "(share-prompts is off in the update's passes)")
+                                              "update time); the same steps")
     # The three loss settings below default to None: "the algorithm's paper setting" (each algorithm
     # module's LOSS_DEFAULTS), resolved by TrainConfig, so a config built in Python trains the same
     # objective as the CLI. The resolved values are what config.json records.

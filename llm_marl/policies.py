@@ -221,7 +221,8 @@ class PolicySet:
     """Whether prompts let a thinking model reason before it replies (`chat_prompt_ids`): for every role (True),
     none (False) or the roles named (`parse_thinking`); saved with the set. `thinks` reads it."""
     _checkpointing: bool = field(default=False, init=False, repr=False)
-    """Inside `checkpointing()`: the decoder layers keep no KV cache, so no prompt is shared."""
+    """Inside `checkpointing()`: layers run again in the backward pass, so a shared prompt's KV cache must replay
+    (`llm_marl.models.kv_replay`) and the LM head may run in chunks (`target_logprobs`)."""
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -310,8 +311,9 @@ class PolicySet:
         tokens at a time (`target_logprobs`). Per block, so that sampling keeps its KV cache.
 
         transformers checkpoints a layer when its own train flag is set: only that flag is set here, so that
-        attention and LoRA dropout keep their mode (off in RL updates). Checkpointed layers keep no KV cache,
-        so `response_logprobs` runs every row with its own prompt inside the block.
+        attention and LoRA dropout keep their mode (off in RL updates). A checkpointed layer runs again with
+        the KV cache it was given, so a prompt shared by several rows is run once only where the model's cache
+        can be replayed (`llm_marl.models.kv_replay`); otherwise every row runs with its own prompt.
         """
         if not enabled:
             yield
@@ -323,6 +325,7 @@ class PolicySet:
         for m in layers:
             m.gradient_checkpointing, m.training = True, True
             m._gradient_checkpointing_func = functools.partial(checkpoint, use_reentrant=False)
+            m._can_checkpoint_with_cache = True  # the caches `response_logprobs` gives them replay (kv_replay)
         self._checkpointing = True
         try:
             yield
@@ -330,6 +333,7 @@ class PolicySet:
             self._checkpointing = False
             for m, (on, training, func) in zip(layers, saved):
                 m.gradient_checkpointing, m.training = on, training
+                m.__dict__.pop("_can_checkpoint_with_cache", None)
                 if func is None:
                     m.__dict__.pop("_gradient_checkpointing_func", None)
                 else:
@@ -434,7 +438,7 @@ class PolicySet:
         mask = response_mask.bool().cpu()
         # Keep every response token up to the last generated one as context.
         ends = torch.where(mask.any(1), T - mask.flip(1).int().argmax(1), torch.zeros(B, dtype=torch.long))
-        if share_prompts and not self._checkpointing and len({tuple(p) for p in prompt_ids}) < B:
+        if share_prompts and len({tuple(p) for p in prompt_ids}) < B and (not self._checkpointing or self._replays_cache()):
             return self._shared_prompt_logprobs(prompt_ids, response_ids.cpu(), mask, ends, adapter, temperature, grad)
         starts = torch.tensor([len(p) for p in prompt_ids], dtype=torch.long)
         width = int((starts + ends).max()) if B else 0
@@ -473,14 +477,24 @@ class PolicySet:
         device = self.device
         with self.use(adapter) as model, torch.set_grad_enabled(grad):
             decoder = model.get_base_model().get_decoder()
+            replay = None
+            if self._checkpointing:  # each layer runs again in the backward pass, with these caches
+                from llm_marl.models.kv_replay import PrefixCache, PromptCache
+
+                replay = PromptCache(model.get_base_model().config)
+            # use_cache=False with a cache given: the layers still use it (and transformers does not warn that
+            # checkpointed layers cannot cache).
             first = decoder(input_ids=prompt.to(device), attention_mask=prompt_attn.to(device),
-                            position_ids=(prompt_attn.cumsum(-1) - 1).clamp(min=0).to(device), use_cache=True)
-            cache = first.past_key_values
+                            position_ids=(prompt_attn.cumsum(-1) - 1).clamp(min=0).to(device), past_key_values=replay,
+                            use_cache=replay is None)
+            cache = first.past_key_values if replay is None else replay
             cache.batch_select_indices(row.to(device))  # one prompt's keys/values serve all its rows (a gather: grads add up)
+            if replay is not None:
+                cache = PrefixCache(cache)
             rest = decoder(input_ids=response_ids[:, :width].to(device),
                            attention_mask=torch.cat([prompt_attn[row], resp_attn], 1).to(device),
                            position_ids=(lengths.unsqueeze(1) + torch.arange(width)).to(device),
-                           past_key_values=cache, use_cache=True)
+                           past_key_values=cache, use_cache=replay is None)
             # Response token j is predicted by the hidden state before it: the prompt's last for j = 0.
             before = torch.cat([first.last_hidden_state[row.to(device), -1:], rest.last_hidden_state[:, :-1]], 1)
             select = mask[:, :width].to(device)
@@ -488,6 +502,11 @@ class PolicySet:
             out = torch.zeros((B, T), dtype=torch.float32, device=device)
             out[:, :width] = torch.zeros((B, width), dtype=torch.float32, device=device).masked_scatter(select, logprobs.float())
         return out
+
+    def _replays_cache(self) -> bool:
+        from llm_marl.models.kv_replay import replayable
+
+        return replayable(self.model.get_base_model().config)
 
     def reference_logprobs(self, prompt_ids: Sequence[Sequence[int]], response_ids: torch.Tensor | Sequence[Sequence[int]],
                            temperature: float = 1.0, response_mask: torch.Tensor | None = None,

@@ -51,8 +51,7 @@ class SFTConfig:
     batch_size: int = opt(8, "examples per optimiser step")
     micro_batch_size: int = opt(2, "examples per forward and backward pass; their gradients add up to one --batch-size step (the same step, less memory: 8 rows of a 600-token prompt at once took 14 GB)")
     gradient_checkpointing: bool = opt(False, "recompute each decoder layer's activations, and the LM head's logits, in the backward "
-                                              "pass instead of keeping them (less memory for long examples; the same steps, every "
-                                              "example with its own prompt)")
+                                              "pass instead of keeping them (less memory for long examples, more time; the same steps)")
     max_length: int = opt(4096, "longest example (prompt + reply), in tokens; longer ones are skipped and counted")
     seed: int = opt(0, "seed of the example order")
     out_dir: str = opt("runs", "root folder of run directories")

@@ -148,8 +148,7 @@ def apply_update(policy: Any, optimizers: dict[str, torch.optim.Optimizer], shar
         optimizer.zero_grad(set_to_none=True)
         local: dict[str, float] = {}
         ratio_max = float("-inf")
-        # Checkpointed layers keep no KV cache, so replies sharing a prompt need not share a pass either.
-        micro = micro_batches(shard.samples, optim.micro_batch_size, segment, optim.share_prompts and not optim.gradient_checkpointing)
+        micro = micro_batches(shard.samples, optim.micro_batch_size, segment, optim.share_prompts)
         parts = [_backward(policy, samples, shard, optim, loss_config, temperature, segment) for samples in micro]
         masked = sum(tokens for tokens, _ in parts)
         for tokens, metrics in parts:  # what one pass over the shard would have measured

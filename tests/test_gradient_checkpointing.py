@@ -50,11 +50,10 @@ def recomputed(monkeypatch):
     return watch
 
 
-def _update(samples, optim, loss, segment, recomputed, sgd=False):
-    policy = tiny_policy(dtype="float64")  # float64 weights; the LM head's log-softmax stays float32
+def _update(samples, optim, loss, segment, recomputed):
+    policy = tiny_policy(dtype="float64")  # float64: what is left of a difference is summation order only
     calls = recomputed(policy)
-    optimizer = torch.optim.SGD if sgd else torch.optim.AdamW
-    optimizers = {a: optimizer(policy.trainable_parameters(a), lr=optim.lr) for a in policy.adapters}
+    optimizers = {a: torch.optim.AdamW(policy.trainable_parameters(a), lr=optim.lr) for a in policy.adapters}
     metrics = update_policy(policy, optimizers, copy.deepcopy(samples), optim, loss, 1.0, segment, np.random.default_rng(7))
     return adapter_weights(policy), metrics, len(calls), policy
 
@@ -64,31 +63,32 @@ def _update(samples, optim, loss, segment, recomputed, sgd=False):
 @pytest.mark.parametrize("micro", [0, 1])
 @pytest.mark.parametrize("shared", [False, True], ids=["own prompts", "shared prompts"])
 def test_checkpointing_takes_the_same_step(aggregation, segment, ratio, beta, micro, shared, recomputed):
-    """With distinct prompts both runs do the same arithmetic. Replies that share a prompt run it once without
-    checkpointing and each with its own copy with it: the same gradient up to the float32 rounding of the LM head's
-    log-softmax, which AdamW's first steps would magnify where a gradient is near its eps, so SGD takes those steps."""
+    """Both runs do the same arithmetic, also where replies share a prompt (its keys and values replayed)."""
     optim = OptimConfig(lr=5e-2, minibatch_size=6, epochs=2, micro_batch_size=micro, kl_beta=beta, ratio_level=ratio,
                         loss_agg=aggregation)
     loss = LossConfig(aggregation=aggregation, ratio_level=ratio, beta=beta)
     tokenizer = tiny_policy().tokenizer
     samples = _shared_prompt_samples(tokenizer) if shared else synthetic_samples(tokenizer, np.random.default_rng(1))
-    kept, expected, kept_calls, _ = _update(samples, optim, loss, segment, recomputed, sgd=shared)
-    again, got, calls, policy = _update(samples, dataclasses.replace(optim, gradient_checkpointing=True), loss, segment,
-                                        recomputed, sgd=shared)
+    kept, expected, kept_calls, _ = _update(samples, optim, loss, segment, recomputed)
+    again, got, calls, policy = _update(samples, dataclasses.replace(optim, gradient_checkpointing=True), loss, segment, recomputed)
     assert kept_calls == 0 and calls > 0  # the layers ran again in the backward passes
     initial = tiny_policy(dtype="float64").model.state_dict()
-    tolerance = 1e-7 if shared else 1e-9
     assert any(not torch.equal(kept[name], initial[name]) for name in kept)  # steps were taken
     for name in kept:
-        torch.testing.assert_close(again[name], kept[name], atol=tolerance, rtol=tolerance)
+        torch.testing.assert_close(again[name], kept[name], atol=1e-9, rtol=1e-9)
     assert got.keys() == expected.keys()
     for key in expected:
         assert got[key] == pytest.approx(expected[key], rel=1e-6, abs=1e-9), key
     assert all(not layer.training and not layer.gradient_checkpointing for layer in policy.checkpoint_layers())
 
 
-def test_checkpointing_runs_only_inside_its_block(recomputed):
-    """Outside the block nothing is recomputed and shared prompts use their KV cache again (sampling too)."""
+@pytest.mark.parametrize("replayable", [True, False], ids=["replayed cache", "no replay"])
+def test_checkpointing_runs_only_inside_its_block(recomputed, monkeypatch, replayable):
+    """Inside the block each layer runs again in backward(); a shared prompt runs once where its cache can be
+    replayed, else with every row. Outside nothing is recomputed and the cache is transformers' own (sampling)."""
+    import llm_marl.models.kv_replay
+
+    monkeypatch.setattr(llm_marl.models.kv_replay, "replayable", lambda config: replayable)
     policy = tiny_policy()
     again, calls = recomputed(policy), []
     for layer in policy.checkpoint_layers():
@@ -104,12 +104,23 @@ def test_checkpointing_runs_only_inside_its_block(recomputed):
         return logprobs.detach(), len(calls) - len(again), len(again)
 
     inside, forward, backward = passes(True)
-    assert (forward, backward) == (layers, layers)  # one pass, every row with its own prompt; each layer once more
+    passes_inside = 2 if replayable else 1  # the prompts' pass and the replies' pass over their cache, or one of every row
+    assert (forward, backward) == (passes_inside * layers, passes_inside * layers)
     outside, forward, backward = passes(False)
-    assert (forward, backward) == (2 * layers, 0)  # the shared prompt's pass, then the replies' pass over its cache
+    assert (forward, backward) == (2 * layers, 0)
     torch.testing.assert_close(inside, outside)
     assert not policy._checkpointing
-    assert all(not layer.training and not layer.gradient_checkpointing for layer in policy.checkpoint_layers())
+    assert all(not layer.training and not layer.gradient_checkpointing and "_can_checkpoint_with_cache" not in vars(layer)
+               for layer in policy.checkpoint_layers())
+
+
+def test_only_caches_of_plain_layers_are_replayed():
+    from transformers import Qwen2Config
+
+    from llm_marl.models.kv_replay import replayable
+
+    assert replayable(tiny_policy().model.get_base_model().config)
+    assert not replayable(Qwen2Config(num_hidden_layers=2, use_sliding_window=True, sliding_window=4, max_window_layers=0))
 
 
 @pytest.mark.parametrize("shared", [False, True], ids=["own prompts", "shared prompts"])
@@ -151,7 +162,7 @@ def test_the_lm_head_runs_in_chunks_where_it_can(monkeypatch, recomputed, shared
 
 def test_sft_takes_the_same_steps_with_checkpointing(monkeypatch, recomputed):
     """sft trains with dropout (train mode): the recompute draws the same dropout masks. Distinct prompts, so that
-    both runs draw their masks for the same passes (a shared prompt's one pass would draw other masks). SGD: see above."""
+    both runs draw their masks for the same passes. SGD, so that the step is proportional to the gradient."""
     from llm_marl.policies import LoRAConfig, PolicySet
     from llm_marl.sft import Example, supervised_finetune
 
