@@ -5,10 +5,12 @@ replies, one optimiser step.
         --checkpointing off on --malloc default returning --write benchmarks.md
     python benchmarks/update_memory.py --device cuda --model PATH --samples 8 --prompt 2048 --reply 4096 \
         --micro 0 2 1 --checkpointing off on --write benchmarks.md  # on a GPU: its own section
+    python benchmarks/update_memory.py --replies-per-prompt 4 --samples 8 --prompt 800 --reply 128 --micro 0 4 \
+        --checkpointing off on --write benchmarks.md  # a decision's K candidates: their own section
 
 Each row runs in its own subprocess: it loads the model (`--dtype auto`: bfloat16 on a GPU that has it),
-builds `--samples` synthetic samples (random prompt and reply tokens, non-zero advantages; distinct
-prompts, so no two samples must share a pass), and takes one update (`trainer.update_policy`,
+builds `--samples` synthetic samples (random prompt and reply tokens, non-zero advantages; each prompt
+answered by `--replies-per-prompt` of them, 1 by default), and takes one update (`trainer.update_policy`,
 token-mean, one epoch, a minibatch holding every sample). Peak memory is over what the process held
 just before the update (the model, the optimizer's state not yet allocated): activations, gradients
 and AdamW's moments.
@@ -42,7 +44,8 @@ def _rss_mib() -> float:
         return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
-def worker(model: str, samples: int, prompt: int, reply: int, micro: int, checkpointing: bool, device: str) -> dict[str, float]:
+def worker(model: str, samples: int, prompt: int, reply: int, micro: int, checkpointing: bool, device: str,
+           replies_per_prompt: int = 1) -> dict[str, float]:
     import numpy as np
     import torch
 
@@ -60,8 +63,9 @@ def worker(model: str, samples: int, prompt: int, reply: int, micro: int, checkp
     policy = PolicySet.from_pretrained(model, roles=["tool"], policy="shared", device=device, dtype="auto")
     rng = np.random.default_rng(0)
     vocab = policy.tokenizer.vocab_size
+    prompts = [rng.integers(10, vocab, prompt).tolist() for _ in range(-(-samples // replies_per_prompt))]
     batch = [Sample(sample_id=i, task_id=f"t{i}", episode_id=f"t{i}", decision_id=i, candidate=0, role="tool", turn=0, step=0,
-                    adapter="shared", messages=[], text="", prompt_ids=rng.integers(10, vocab, prompt).tolist(),
+                    adapter="shared", messages=[], text="", prompt_ids=prompts[i // replies_per_prompt],
                     response_ids=rng.integers(10, vocab, reply).tolist(), old_logprobs=[-5.0] * reply,
                     advantage=float(rng.choice([-1.0, 1.0]))) for i in range(samples)]
     optim = OptimConfig(minibatch_size=samples, micro_batch_size=micro, gradient_checkpointing=checkpointing, kl_beta=0.0, ratio_level="token", loss_agg="token-mean")
@@ -96,6 +100,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--samples", type=int, default=8, help="samples in the minibatch")
     ap.add_argument("--prompt", type=int, default=400, help="prompt tokens per sample")
     ap.add_argument("--reply", type=int, default=512, help="reply tokens per sample")
+    ap.add_argument("--replies-per-prompt", type=int, default=1,
+                    help="replies that share each prompt (a decision's K candidates; the update runs a shared prompt once)")
     ap.add_argument("--micro", type=int, nargs="+", default=[0, 4, 2, 1], help="micro-batch sizes (0: the whole minibatch)")
     ap.add_argument("--checkpointing", nargs="+", choices=["off", "on"], default=["off"],
                     help="run each size without and/or with --gradient-checkpointing")
@@ -109,7 +115,7 @@ def main(argv: list[str] | None = None) -> None:
     sys.path.insert(0, str(ROOT))
     if args.worker is not None:
         print(json.dumps(worker(args.model, args.samples, args.prompt, args.reply, args.worker, args.worker_checkpointing,
-                                args.device)))
+                                args.device, args.replies_per_prompt)))
         return
     from benchmarks.step_breakdown import gpu_name
 
@@ -120,7 +126,7 @@ def main(argv: list[str] | None = None) -> None:
             "| update time |", "|---" * (5 if gpu else 6) + "|"]
     for malloc, checkpointing, micro in itertools.product(args.malloc, args.checkpointing, args.micro):  # a fresh worker each
         cmd = ["--worker", str(micro), "--model", args.model, "--samples", str(args.samples), "--prompt", str(args.prompt),
-               "--reply", str(args.reply), "--device", args.device] + (["--worker-checkpointing"] if checkpointing == "on" else [])
+               "--reply", str(args.reply), "--device", args.device, "--replies-per-prompt", str(args.replies_per_prompt)] + (["--worker-checkpointing"] if checkpointing == "on" else [])
         env = {k: v for k, v in os.environ.items() if k != "MALLOC_MMAP_THRESHOLD_"}
         env.update({"MALLOC_MMAP_THRESHOLD_": "65536"} if malloc == "returning" else {})
         result = run_worker(cmd, env)
@@ -135,12 +141,14 @@ def main(argv: list[str] | None = None) -> None:
         command = "python benchmarks/update_memory.py " + " ".join(shlex.quote(a) for a in (sys.argv[1:] if argv is None else argv))
         where = (f"on {gpu} (`--device {args.device}`, bfloat16 where the GPU has it; the peak of the tensors allocated)" if gpu
                  else "on the CPU (float32; the peak resident set)")
-        note = (f"One minibatch of {args.samples} samples of {args.prompt} prompt and {args.reply} reply tokens on "
+        shared = f" ({args.replies_per_prompt} replies to each prompt)" if args.replies_per_prompt > 1 else ""
+        note = (f"One minibatch of {args.samples} samples of {args.prompt} prompt and {args.reply} reply tokens{shared} on "
                 f"{args.model} {where}, LoRA r=16, one optimiser step; each row in a fresh process, measured once (a single "
                 "run per row: the times are not medians).")
-        name, title = ("update-memory-cuda", " on a GPU") if gpu else ("update-memory", "")
-        write_section(args.write, name, f"Update memory by micro-batch size and gradient checkpointing{title}", command,
-                      body + "\n\n" + note)
+        name = "update-memory" + ("-shared-prompts" if shared else "") + ("-cuda" if gpu else "")
+        title = ("Update memory by micro-batch size and gradient checkpointing" + (", replies sharing prompts" if shared else "")
+                 + (" on a GPU" if gpu else ""))
+        write_section(args.write, name, title, command, body + "\n\n" + note)
 
 
 if __name__ == "__main__":

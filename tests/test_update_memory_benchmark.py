@@ -19,7 +19,7 @@ def test_a_cpu_run_measures_every_row_in_its_own_worker(tmp_path):
         ["| default", "off", "off", "1"], ["| default", "off", "1", "2"], ["| default", "on", "off", "1"], ["| default", "on", "1", "2"],
         ["| returning", "off", "off", "1"], ["| returning", "off", "1", "2"], ["| returning", "on", "off", "1"],
         ["| returning", "on", "1", "2"]]
-    assert "on the CPU (float32; the peak resident set)" in text
+    assert "on the CPU (float32; the peak resident set)" in text and "replies to each prompt" not in text
     assert "--malloc default returning --write" in text  # the command that produced it
 
 
@@ -49,3 +49,9 @@ def test_the_workers_get_their_settings_and_a_gpu_run_writes_its_own_section(mon
     assert "| on | off | 1 | 2,048 MiB | 1.5 s |" in gpu and "| default" not in gpu
     with pytest.raises(SystemExit):
         update_memory.main(["--device", "cuda", "--malloc", "returning"])
+
+    calls.clear()  # replies sharing prompts: the workers are told, and the table has its own section
+    update_memory.main(["--device", "cpu", "--replies-per-prompt", "4", "--micro", "0", "--write", str(bench)])
+    assert [argv[argv.index("--replies-per-prompt") + 1] for argv, _ in calls] == ["4"]
+    shared = bench.read_text()[bench.read_text().index("<!-- bench:update-memory-shared-prompts -->"):]
+    assert "(4 replies to each prompt)" in shared.split("<!-- /bench")[0]
