@@ -649,13 +649,21 @@ def descendants(pid: int) -> list[int]:
 
 def janitor(server: int) -> int | None:
     """The fork server's janitor, where it has one (`_server._start_janitor`): its first child,
-    which closed the owner's pipes (descriptors 0 to 2). None where it has none: its first child
-    is then a spare or a program, which keep them."""
+    which closed the owner's pipes. None where it has none: its first child is then a spare or a
+    program, whose descriptors 0 and 1 are pipes (the owner's, or their own). Not "descriptors 0
+    to 2 closed": while the janitor empties the run directory, the directory it lists is one of
+    them (the lowest free descriptor), which made a busy janitor count as a leftover process."""
     first = next(iter(descendants(server)), None)  # depth first: the first child comes first
     if first is None:
         return None
-    closed = not any(Path(f"/proc/{first}/fd/{fd}").exists() for fd in range(3))
-    return first if closed and Path(f"/proc/{first}/fd").exists() else None  # (not gone meanwhile)
+
+    def pipe(fd: int) -> bool:
+        try:
+            return os.readlink(f"/proc/{first}/fd/{fd}").startswith("pipe:")
+        except FileNotFoundError:
+            return False
+
+    return first if not pipe(0) and not pipe(1) and Path(f"/proc/{first}/fd").exists() else None  # (not gone meanwhile)
 
 
 def sandboxed(supervisor: int) -> list[int]:
