@@ -47,7 +47,7 @@ from llm_marl.interrupts import sigterm_interrupts, stopped_by
 from llm_marl.loss import LossConfig
 from llm_marl.rollout import Rollout, Sample, batches_by_adapter, make_tasks, rollout
 from llm_marl.runs import CheckpointMismatch, RunDir, RunDirError, out_of_space
-from llm_marl.update import apply_update, checkpointed, clipped_step, loss_units, minibatches, plan_update  # noqa: F401 (loss_units, minibatches: re-exported)
+from llm_marl.update import apply_update, clipped_step, loss_units, minibatches, plan_update  # noqa: F401 (loss_units, minibatches: re-exported)
 from llm_marl.tracking import open_tracker
 from llm_marl.signal import postfix, run_counts, signal_metrics, step_line, step_messages, wave_progress
 from llm_marl.step_time import PARTS, step_time_metrics, step_time_totals
@@ -152,7 +152,7 @@ def update_dpo(policy: Any, optimizers: dict[str, torch.optim.Optimizer], pairs:
         prompts = [p.rejected.prompt_ids for p in batch] * 2
         responses = [p.chosen.response_ids for p in batch] + [p.rejected.response_ids for p in batch]
         width = max(len(r) for r in responses)
-        with checkpointed(policy, optim):
+        with policy.checkpointing(optim.gradient_checkpointing):
             token_logps = policy.response_logprobs(prompts, responses, adapter, temperature, grad=True)
         mask = torch.tensor([[1.0] * len(r) + [0.0] * (width - len(r)) for r in responses], device=token_logps.device)
         logps = (token_logps * mask).sum(dim=1)  # log π(y | x) of each whole reply

@@ -19,7 +19,6 @@ and recompute each layer's activations in the backward pass (`--gradient-checkpo
 
 from __future__ import annotations
 
-import contextlib
 import math
 from collections import defaultdict
 from dataclasses import dataclass
@@ -197,7 +196,7 @@ def _backward(policy: Any, samples: list[Sample], shard: MinibatchShard, optim: 
               temperature: float, segment: str) -> tuple[float, dict[str, float]]:
     """One forward/backward pass over `samples` (gradients accumulate): (their generated tokens, the loss metrics)."""
     batch_t = collate(samples, segment=segment, pad_id=policy.tokenizer.pad_token_id or 0)
-    with checkpointed(policy, optim):
+    with policy.checkpointing(optim.gradient_checkpointing):
         logprobs = policy.response_logprobs(batch_t["prompt_ids"], batch_t["response_ids"], shard.adapter, temperature,
                                             grad=True, response_mask=batch_t["response_mask"], share_prompts=optim.share_prompts)
     ref = None
@@ -209,11 +208,6 @@ def _backward(policy: Any, samples: list[Sample], shard: MinibatchShard, optim: 
                                 loss_config, ref_logprobs=ref, segment_ids=batch_t["segment_ids"], normalizer=shard.normalizer)
     loss.backward()
     return float(batch_t["response_mask"].sum()), {"total": float(loss.detach()), **{k: float(v) for k, v in metrics.items()}}
-
-
-def checkpointed(policy: Any, optim: Any) -> Any:
-    """The block of a pass with gradient: `policy.checkpointing()` under `--gradient-checkpointing`, else nothing."""
-    return policy.checkpointing() if optim.gradient_checkpointing else contextlib.nullcontext()
 
 
 def clipped_step(optimizer: torch.optim.Optimizer, params: list[torch.nn.Parameter], grad_clip: float) -> float | None:
