@@ -114,13 +114,55 @@ def test_checkpointing_runs_only_inside_its_block(recomputed, monkeypatch, repla
                for layer in policy.checkpoint_layers())
 
 
-def test_only_caches_of_plain_layers_are_replayed():
-    from transformers import Qwen2Config
+def test_only_caches_of_dynamic_layers_are_replayed():
+    from transformers import Qwen2Config, Qwen3NextConfig
 
     from llm_marl.models.kv_replay import replayable
 
     assert replayable(tiny_policy().model.get_base_model().config)
-    assert not replayable(Qwen2Config(num_hidden_layers=2, use_sliding_window=True, sliding_window=4, max_window_layers=0))
+    assert replayable(Qwen2Config(num_hidden_layers=2, use_sliding_window=True, sliding_window=4, max_window_layers=0))
+    assert not replayable(Qwen3NextConfig(num_hidden_layers=2, layer_types=["linear_attention", "full_attention"]))
+
+
+def test_sliding_window_prompts_are_replayed(recomputed):
+    """A model with a sliding-window layer (a window shorter than the prompts, so that the prompt's cache keeps only
+    its last tokens there) runs a shared prompt once under checkpointing too, and gets the log-probs and gradients
+    of every reply run with its own prompt, without checkpointing."""
+    from tests.support.update_samples import tiny_sliding_policy
+
+    policy = tiny_sliding_policy(window=3, dtype="float64")
+    assert policy._replays_cache()
+    with torch.no_grad():  # adapters that change the replies' log-probs, so that their gradients reach every layer
+        for name, parameter in policy.model.named_parameters():
+            if "lora_B" in name:
+                parameter.copy_(torch.linspace(-0.05, 0.05, parameter.numel(), dtype=parameter.dtype).view_as(parameter))
+    again, calls = recomputed(policy), []
+    for layer in policy.checkpoint_layers():
+        layer.register_forward_pre_hook(lambda module, args: calls.append(1))
+    prompts = [[5, 6, 7, 8, 9, 10, 11], [5, 6, 7, 8, 9, 10, 11], [9, 10], [12, 13, 14, 15, 16]]
+    replies = [[11, 12, 13, 20, 21], [14], [15, 16, 17, 18, 19, 22], [30, 31]]
+
+    def passes(checkpointing, share):
+        policy.model.zero_grad(set_to_none=True)
+        calls.clear(), again.clear()
+        with policy.checkpointing(checkpointing):
+            logprobs = policy.response_logprobs(prompts, replies, "tool", grad=True, share_prompts=share)
+        logprobs.sum().backward()
+        grads = {name: p.grad.clone() for name, p in policy.model.named_parameters() if p.grad is not None}
+        return logprobs.detach(), grads, len(calls) - len(again), len(again)
+
+    layers = len(policy.checkpoint_layers())
+    expected, expected_grads, _, _ = passes(False, share=False)
+    got, grads, forward, backward = passes(True, share=True)
+    assert (forward, backward) == (2 * layers, 2 * layers)  # the prompts' pass and the replies' pass, each run again
+    torch.testing.assert_close(got, expected, atol=1e-6, rtol=1e-6)
+    assert grads.keys() == expected_grads.keys() and len(grads) == layers * 7 * 2  # the tool adapter's A and B in q k v o gate up down
+    for name in grads:
+        torch.testing.assert_close(grads[name], expected_grads[name], atol=1e-6, rtol=1e-6)
+    # The window bites: the same weights attending to every token give other log-probs.
+    full = tiny_policy(dtype="float64")
+    full.model.load_state_dict(policy.model.state_dict())
+    assert not torch.allclose(full.response_logprobs(prompts, replies, "tool", share_prompts=False), expected, atol=1e-3)
 
 
 @pytest.mark.parametrize("shared", [False, True], ids=["own prompts", "shared prompts"])

@@ -7,8 +7,11 @@ arguments it had, the cache among them, and must get the keys and values it got 
 run gets its own states back, as the empty cache gave them), and the replies' pass reads the prompt's states
 without writing (`PrefixCache`: the prompt's states, then its own, every time).
 
-Only caches of plain `DynamicLayer`s are replayed this way (`replayable`); a model with sliding-window or other
-layers runs every reply with its own prompt instead.
+Only caches of transformers' dynamic layers are replayed this way (`replayable`): full attention's `DynamicLayer`
+and sliding-window (or chunked) attention's `DynamicSlidingWindowLayer`, whose `update` returns the states it kept
+followed by the new ones, as `PrefixCache` does with what the prompt's pass kept (the last window of the prompt);
+transformers builds the masks from the layers, which the prompt's pass has brought to the prompt's length. A model
+with other layers (linear attention, quantized or static caches) runs every reply with its own prompt instead.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from transformers.cache_utils import DynamicCache, DynamicLayer
+from transformers.cache_utils import DynamicCache, DynamicLayer, DynamicSlidingWindowLayer
 
 
 class PromptCache(DynamicCache):
@@ -49,5 +52,8 @@ class PrefixCache(DynamicCache):
 
 
 def replayable(config: Any) -> bool:
-    """Whether a model of `config` keeps a cache of plain `DynamicLayer`s, which the two caches above replay."""
-    return all(type(layer) is DynamicLayer for layer in DynamicCache(config=config).layers)
+    """Whether a model of `config` keeps a cache of the dynamic layers that the two caches above replay (a sliding
+    layer that records its past, for assisted decoding, returns other states than the ones it kept)."""
+    return all(type(layer) is DynamicLayer
+               or (type(layer) is DynamicSlidingWindowLayer and not getattr(layer, "record_past", False))
+               for layer in DynamicCache(config=config).layers)

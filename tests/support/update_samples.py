@@ -13,6 +13,25 @@ def tiny_policy(policy="per-role", seed=0, dtype="float32"):
                                      dtype=dtype)
 
 
+def tiny_sliding_policy(window: int, dtype="float32"):
+    """`tiny_policy`'s weights in a model whose second layer attends to the last `window` tokens only (sliding-window
+    attention, as in Gemma 3 or Mistral), the first to all of them."""
+    from transformers import AutoModelForCausalLM
+
+    from llm_marl.models import load_model_and_tokenizer, resolve_model
+    from llm_marl.models.attention import use_gqa_attention
+    from llm_marl.policies import LoRAConfig, PolicySet, parse_policy
+
+    base, tokenizer = load_model_and_tokenizer(resolve_model("tiny-random"), dtype=dtype)
+    config = type(base.config).from_dict({**base.config.to_dict(), "layer_types": ["full_attention", "sliding_attention"],
+                                          "use_sliding_window": True, "sliding_window": window})
+    model = AutoModelForCausalLM.from_config(config, dtype=base.dtype)
+    model.load_state_dict(base.state_dict())
+    use_gqa_attention(model)
+    model.eval()
+    return PolicySet.build(model, tokenizer, parse_policy("per-role", ["tool", "planner"]), lora=LoRAConfig(r=4, alpha=8))
+
+
 def synthetic_samples(tokenizer, rng: np.random.Generator):
     """Samples of two adapters with prompts and replies of unequal lengths and non-zero advantages."""
     from llm_marl.rollout import Sample
