@@ -126,7 +126,7 @@ def test_only_caches_of_dynamic_layers_are_replayed():
 
 def test_sliding_window_prompts_are_replayed(recomputed):
     """A model with a sliding-window layer (a window shorter than the prompts, so that the prompt's cache keeps only
-    its last tokens there) runs a shared prompt once under checkpointing too, and gets the log-probs and gradients
+    its last tokens there) runs a shared prompt once, under checkpointing too, and gets the log-probs and gradients
     of every reply run with its own prompt, without checkpointing."""
     from tests.support.update_samples import tiny_sliding_policy
 
@@ -153,12 +153,15 @@ def test_sliding_window_prompts_are_replayed(recomputed):
 
     layers = len(policy.checkpoint_layers())
     expected, expected_grads, _, _ = passes(False, share=False)
-    got, grads, forward, backward = passes(True, share=True)
-    assert (forward, backward) == (2 * layers, 2 * layers)  # the prompts' pass and the replies' pass, each run again
-    torch.testing.assert_close(got, expected, atol=1e-6, rtol=1e-6)
-    assert grads.keys() == expected_grads.keys() and len(grads) == layers * 7 * 2  # the tool adapter's A and B in q k v o gate up down
-    for name in grads:
-        torch.testing.assert_close(grads[name], expected_grads[name], atol=1e-6, rtol=1e-6)
+    for checkpointing in (True, False):  # transformers' own cache without checkpointing
+        got, grads, forward, backward = passes(checkpointing, share=True)
+        # the prompts' pass and the replies' pass, each run again under checkpointing
+        assert (forward, backward) == (2 * layers, 2 * layers if checkpointing else 0)
+        torch.testing.assert_close(got, expected, atol=1e-6, rtol=1e-6)
+        # the tool adapter's A and B in q, k, v, o, gate, up and down
+        assert grads.keys() == expected_grads.keys() and len(grads) == layers * 7 * 2
+        for name in grads:
+            torch.testing.assert_close(grads[name], expected_grads[name], atol=1e-6, rtol=1e-6)
     # The window bites: the same weights attending to every token give other log-probs.
     full = tiny_policy(dtype="float64")
     full.model.load_state_dict(policy.model.state_dict())
