@@ -111,10 +111,13 @@ def check_kwargs(name: str, kwargs: dict[str, Any]) -> None:
     if unknown:
         raise ValueError(f"{entry.name} has no option {', '.join(map(repr, unknown))}; its options: {', '.join(defaults)} "
                          "(`llm-marl envs` lists them with their defaults)")
+    params = inspect.signature(entry.load().raw_env.__init__).parameters
     for key, value in kwargs.items():
         default = defaults.get(key)
         if type(default) not in _KINDS:
             continue
+        if value is None and "None" in str(params[key].annotation):
+            continue  # an option typed `int | None` with a number as default (sokoban's max_solution_moves: None = no limit)
         what, accepted = _KINDS[type(default)]
         if not isinstance(value, accepted) or (isinstance(value, bool) and type(default) is not bool):
             raise ValueError(f"{entry.name} option {key} takes {what} (default {default!r}), got {value!r}: "

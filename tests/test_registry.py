@@ -66,3 +66,14 @@ def test_an_older_module_name_returns_the_current_version_with_a_warning():
         llm_marl_envs.sokoban_v7
     with pytest.raises(AttributeError):
         llm_marl_envs.sudoku_v0_extra
+
+
+def test_an_option_that_takes_none_besides_a_number_accepts_none():
+    """Sokoban's max_solution_moves defaults to 15 and documents None as "no limit": the option check
+    (`--env-arg max_solution_moves=None`) must let None through, and still refuse other kinds."""
+    env = registry.make("sokoban", max_solution_moves=None)
+    assert env.unwrapped.config.max_solution_moves is None
+    with pytest.raises(ValueError, match="option max_solution_moves takes a whole number"):
+        registry.make("sokoban", max_solution_moves="many")
+    with pytest.raises(ValueError, match="option height takes a whole number"):
+        registry.make("sokoban", height=None)
