@@ -30,6 +30,11 @@ def gqa_policy(tmp_path_factory) -> PolicySet:
         torch.manual_seed(0)
         LlamaForCausalLM(config).save_pretrained(folder)
     ps = PolicySet.from_pretrained(str(folder), roles=["tool", "planner"], policy="per-role", lora=LoRAConfig(r=4, alpha=8))
+    return _with_random_adapters(ps)
+
+
+def _with_random_adapters(ps: PolicySet) -> PolicySet:
+    """Adapters that change what the model samples (B starts at zero)."""
     g = torch.Generator().manual_seed(0)
     with torch.no_grad():
         for name, p in ps.model.named_parameters():
@@ -119,6 +124,17 @@ def test_common_prefix_length():
     assert common_prefix_length([[5, 6], [5, 6]]) == 2 and common_prefix_length([[1], [2]]) == 0
 
 
+def _generate_shared(policy: PolicySet, params: SamplingParams):
+    """`SHARED` sampled with `share_prefix`, and the shapes of the token batches that the model ran."""
+    shapes = []
+    embed = policy.model.get_base_model().get_input_embeddings()
+    handle = embed.register_forward_pre_hook(lambda module, args: shapes.append(tuple(args[0].shape)))
+    try:
+        return HFEngine(policy, share_prefix=True).generate(SHARED, params), shapes
+    finally:
+        handle.remove()
+
+
 @pytest.mark.parametrize("model", ["tiny-random", "gqa"])
 @pytest.mark.parametrize("params", [SamplingParams(temperature=0.0, max_new_tokens=12),
                                     SamplingParams(temperature=1.0, max_new_tokens=12, seed=4)])
@@ -126,19 +142,31 @@ def test_a_shared_prefix_prefilled_once_samples_what_whole_prompts_sample(model,
     policy = gqa_policy if model == "gqa" else tiny_policy
     prompts = [chat_prompt_ids(policy.tokenizer, r.messages) for r in SHARED if r.adapter == "tool"]
     assert common_prefix_length(prompts) >= MIN_SHARED_PREFIX  # the case under test: the prefix runs on its own
-    shapes = []
-    embed = policy.model.get_base_model().get_input_embeddings()
-    handle = embed.register_forward_pre_hook(lambda module, args: shapes.append(tuple(args[0].shape)))
-    try:
-        shared = HFEngine(policy, share_prefix=True).generate(SHARED, params)
-    finally:
-        handle.remove()
+    shared, shapes = _generate_shared(policy, params)
     assert (1, common_prefix_length(prompts)) in shapes  # the tool's prefix ran on its own, as one row
     whole = HFEngine(policy, share_prefix=False).generate(SHARED, params)
     assert [c.token_ids for r in shared for c in r.completions] == [c.token_ids for r in whole for c in r.completions]
     for a, b in zip([c for r in shared for c in r.completions], [c for r in whole for c in r.completions]):
         torch.testing.assert_close(torch.tensor(a.logprobs), torch.tensor(b.logprobs), rtol=0, atol=1e-5)
     for result in shared:  # and they are the policy's own log-probs, recomputed by the update's forward pass
+        for c in result.completions:
+            recomputed = policy.response_logprobs([result.prompt_ids], [c.token_ids], result.request.adapter, params.temperature)[0]
+            torch.testing.assert_close(recomputed, torch.tensor(c.logprobs), atol=1e-4, rtol=0)
+
+
+@pytest.mark.parametrize("params", [SamplingParams(temperature=0.0, max_new_tokens=12),
+                                    SamplingParams(temperature=1.0, max_new_tokens=12, seed=4)])
+def test_a_sliding_window_model_prefills_whole_prompts(params):
+    """Padding between a shared prefix and a prompt's rest would push real tokens out of a sliding window (which
+    counts the cache's slots): a model with a sliding-window layer prefills every prompt whole, and samples its
+    own log-probs."""
+    from tests.support.update_samples import tiny_sliding_policy
+
+    policy = _with_random_adapters(tiny_sliding_policy(window=64))  # reaches from a rest back into the prefix
+    results, shapes = _generate_shared(policy, params)
+    prompts = [chat_prompt_ids(policy.tokenizer, r.messages) for r in SHARED if r.adapter == "tool"]
+    assert (1, common_prefix_length(prompts)) not in shapes
+    for result in results:
         for c in result.completions:
             recomputed = policy.response_logprobs([result.prompt_ids], [c.token_ids], result.request.adapter, params.temperature)[0]
             torch.testing.assert_close(recomputed, torch.tensor(c.logprobs), atol=1e-4, rtol=0)

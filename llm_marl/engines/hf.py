@@ -13,7 +13,7 @@ those of the truncated, renormalised distribution actually sampled from (as vLLM
 Requests are grouped by adapter, expanded to `n` rows each, sorted by prompt length and decoded
 in left-padded batches of at most `max_batch_size` rows; a prompt shared by `n` rows is prefilled
 once, the beginning the distinct prompts of a batch share (a role's instructions) is prefilled once
-(`share_prefix`), and finished rows leave the batch. The KV cache is allocated once for the whole
+(`share_prefix`, on models without sliding-window layers), and finished rows leave the batch. The KV cache is allocated once for the whole
 decode (`PreallocatedLayer`), so a new token is written in place instead of copying every layer's
 cache.
 """
@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
-from transformers.cache_utils import DynamicLayer
+from transformers.cache_utils import DynamicCache, DynamicLayer
 
 from llm_marl.policies import temperature_logprobs
 
@@ -105,6 +105,14 @@ MIN_SHARED_PREFIX = 16
 """Shortest common prompt prefix worth a prefill of its own (tokens)."""
 
 
+def padding_inside_is_invisible(config: Any) -> bool:
+    """Whether padding between a prompt's tokens leaves what a model of `config` computes unchanged: true where
+    every layer attends to the whole cache (padding is masked, positions count real tokens only); false where a
+    layer's sliding or chunked window counts the cache's slots, padding included, so that padding pushes real
+    tokens out of the window."""
+    return all(type(layer) is DynamicLayer for layer in DynamicCache(config=config).layers)
+
+
 def common_prefix_length(prompts: Sequence[Sequence[int]]) -> int:
     """Number of leading tokens all `prompts` share."""
     first, n = prompts[0], min(len(p) for p in prompts)
@@ -157,7 +165,8 @@ class HFEngine:
             raise ValueError(f"max_batch_size must be >= 1, got {max_batch_size}")
         self.policy_set = policy_set
         self.max_batch_size = max_batch_size
-        self.share_prefix = share_prefix
+        # A shared prefix puts padding between it and each prompt's rest (see _prefill).
+        self.share_prefix = share_prefix and padding_inside_is_invisible(policy_set.model.config)
         self._generator = torch.Generator(device=policy_set.device).manual_seed(seed)
 
     # ------------------------------------------------------------------ Engine
@@ -209,7 +218,8 @@ class HFEngine:
         Prompts of one call usually begin alike (a role's system prompt and rules): with
         `share_prefix`, their longest common prefix runs once, as one row, and each prompt's rest is
         prefilled on that cache; padding then sits between the prefix and the rest (masked, with
-        positions counted over real tokens only, as with left padding).
+        positions counted over real tokens only, as with left padding), which only full attention
+        ignores: a model with sliding-window layers prefills whole prompts (`padding_inside_is_invisible`).
         """
         device = self.policy_set.device
         pad = self.policy_set.tokenizer.pad_token_id or 0
