@@ -518,6 +518,8 @@ def test_train_with_damaged_init_adapter_weights(capsys, tiny_adapters, tmp_path
     (["--lora-alpha", "0"], "--lora-alpha must be > 0"),
     (["--lora-dropout", "1"], "--lora-dropout must be in [0, 1)"),
     (["--engine", "vllm", "--lora-r", "1024"], "--engine vllm serves LoRA ranks up to 512, got --lora-r 1024"),
+    # Read per query in the first rollout: this one was a traceback in step 1, after the model loaded.
+    (["--algo", "mhgpo", "--sampling", "rr", "--fork-probs", "0.5,0.2,0.3"], "--fork-probs has 3 values for 2 roles (tool, planner)"),
 ])
 def test_train_values_out_of_range(capsys, no_model_loads, flags, needle):
     """Each of these once ran (a zero --grad-clip trains nothing; an infinite temperature samples uniformly) or ended

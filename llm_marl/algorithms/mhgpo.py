@@ -135,6 +135,13 @@ class ForkOn(SamplingPlan):
         return [o.branch for o in outcomes]
 
 
+def check_env(env: Any, config: Config) -> None:
+    # RR reads --fork-probs per query, in the first rollout: a count that does not match the roles is said
+    # before the model loads, not as a traceback in step 1.
+    if config.sampling == "rr":
+        config.probabilities(list(env.possible_agents))
+
+
 def sampling_plan(config: Config) -> SamplingPlan:
     return ForkOn(config)
 
