@@ -448,7 +448,11 @@ def _train(config: TrainConfig, resume: str | None, log: Any, engine_factory: An
         bars = not steps.disable
         say = steps.write if bars else log  # messages between bar updates, or as plain log lines
         if run_cfg.eval_episodes and not (run.path / EVAL_BEFORE).exists():
-            held_out_eval(config, engine, policy, run.path / EVAL_BEFORE, "before training", log, bars)
+            if start == 1:
+                held_out_eval(config, engine, policy, run.path / EVAL_BEFORE, "before training", log, bars)
+            else:  # --eval-episodes given with --resume: the adapters loaded are trained already, not the run's start
+                log(f"no held-out eval before training: the run resumed after step {start - 1} (its adapters are trained "
+                    "already); the one after training is written")
         previous = None  # the metrics of the step before, for the messages
         # The adapters, and AdamW's two moments of each of their weights: about what a checkpoint holds.
         first_checkpoint_bytes = 3 * sum(p.numel() * p.element_size() for a in policy.adapters for p in policy.trainable_parameters(a))

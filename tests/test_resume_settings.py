@@ -33,3 +33,14 @@ def test_a_resume_with_other_settings_writes_them_and_keeps_the_earlier_ones(tmp
                  "--no-progress"]) == 0
     again = json.loads((tmp_path / "again" / "config.json").read_text())
     assert "resumes" not in again and again["optim"]["gradient_checkpointing"] is True and again["optim"]["lr"] == 0.001
+
+
+def test_eval_episodes_given_with_resume_does_not_call_trained_adapters_the_start(tmp_path, capsys):
+    """The held-out evaluation before training is of the adapters the run starts from; a run resumed after step 1 with
+    --eval-episodes has trained ones (they were once evaluated and written as eval_before.json)."""
+    run = tmp_path / "r"
+    assert main(["train", "--algo", "at-grpo", *ARGS, "--steps", "1", "--out-dir", str(tmp_path), "--run-name", "r"]) == 0
+    assert main(["train", "--resume", str(run), "--steps", "2", "--eval-episodes", "1", "--no-progress"]) == 0
+    assert "no held-out eval before training: the run resumed after step 1" in capsys.readouterr().err
+    assert not (run / "eval_before.json").exists() and (run / "eval_after.json").is_file()
+    assert "eval_before" not in json.loads((run / "summary.json").read_text())
