@@ -183,6 +183,15 @@ def test_slow_server(capsys, server, command):
     assert time.monotonic() - started < 20  # the server would take 30 s a request
 
 
+@pytest.mark.parametrize("command", ["play", "eval"])
+@pytest.mark.parametrize("timeout", ["0", "-1", "nan", "inf"])
+def test_a_timeout_that_is_no_number_of_seconds(capsys, command, timeout):
+    """nan and inf once reached the socket layer: a traceback (play) or its bare ValueError (eval)."""
+    flag = ["--agent", "api"] if command == "play" else ["--engine", "api", "--n", "1"]
+    one_line_error(capsys, [command, *PLANNER, *flag, "--base-url", f"http://127.0.0.1:{closed_port()}/v1", "--model", "m",
+                            "--api-timeout", timeout], "--api-timeout must be a number of seconds > 0")
+
+
 # -------------------------------------------------------------------------------- the judges, same server
 def judge_config(base_url: str, model: str, **kw):
     from llm_marl_envs.search.judge import JudgeConfig

@@ -17,6 +17,7 @@ SGLang or OpenAI; where they cannot be read, the prompt counts as one that does 
 
 from __future__ import annotations
 
+import math
 import re
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -57,8 +58,8 @@ class APIEngine:
             raise APIError("the api engine needs the openai package: pip install openai (or `make install`)") from None
         if not model:
             raise ValueError("the api engine needs --model: the model name the server serves")
-        if timeout_s <= 0:
-            raise ValueError(f"--api-timeout must be > 0 seconds, got {timeout_s}")
+        if not 0 < timeout_s < math.inf:  # nan and inf too: the socket layer would raise its own error mid-request
+            raise ValueError(f"--api-timeout must be a number of seconds > 0, got {timeout_s}")
         self.base_url = base_url.rstrip("/")
         self.url = self.base_url + "/chat/completions"
         self.model = model
