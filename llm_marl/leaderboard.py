@@ -198,6 +198,9 @@ def cmd_leaderboard(args: Any) -> int:
         raise UserError(f"--seeds takes whole numbers >= 0 like 0,1,2: {exc}") from None
     if not seeds:
         raise UserError("--seeds needs at least one seed, e.g. --seeds 0,1,2")
+    if len(set(seeds)) < len(seeds):  # a seed's rows run once: given twice, they would count as two seeds in mean ± std
+        twice = sorted({s for s in seeds if seeds.count(s) > 1})
+        raise UserError(f"--seeds names seed {', '.join(map(str, twice))} more than once; give distinct seeds, e.g. 0,1,2")
     if args.dry_run:
         for name, argv in table:
             print(f"{name}: llm-marl {shlex.join(argv)}")

@@ -148,6 +148,8 @@ def test_the_leaderboard_benchmark_takes_the_main_jobs_settings():
     (["--warm-start-demos", "-1"], "--warm-start-demos must be >= 0, got -1"),
     (["--seeds", "0,-1"], "--seeds takes whole numbers >= 0 like 0,1,2: must be a whole number >= 0, got '-1'"),
     (["--seeds", "0,a"], "--seeds takes whole numbers >= 0 like 0,1,2: must be a whole number >= 0, got 'a'"),
+    # Once run: the second seed 0 reused the first one's rows, and the table said "2 seeds" with a std of 0.
+    (["--seeds", "0,1,0"], "--seeds names seed 0 more than once; give distinct seeds, e.g. 0,1,2"),
 ])
 def test_values_out_of_range_are_refused_before_any_row_runs(capsys, flags, said):
     assert main(["leaderboard", "--env", "plan_path", *flags, "--dry-run"]) == 2
