@@ -339,6 +339,10 @@ def _train(config: TrainConfig, resume: str | None, log: Any, engine_factory: An
     checkpoint = run.resume_point(lambda path: read_checkpoint(path, policy.adapters), log=log) if resume else None
     if checkpoint is not None:
         done, path, state = checkpoint
+        if done > run_cfg.steps:  # config.json would say fewer steps than the run's checkpoints and metrics hold
+            raise RunDirError(f"--steps {run_cfg.steps}: {run.path} has trained {done} steps already (its checkpoint "
+                              f"{path.name}); pass --steps {done} or more, or start a new run from its weights with "
+                              f"--init-adapters {shlex.quote(str(path / 'adapters'))}")
         policy.load(path / "adapters")
         for a in policy.adapters:
             optimizers[a].load_state_dict(state["optimizers"][a])

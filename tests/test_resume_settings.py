@@ -44,3 +44,15 @@ def test_eval_episodes_given_with_resume_does_not_call_trained_adapters_the_star
     assert "no held-out eval before training: the run resumed after step 1" in capsys.readouterr().err
     assert not (run / "eval_before.json").exists() and (run / "eval_after.json").is_file()
     assert "eval_before" not in json.loads((run / "summary.json").read_text())
+
+
+def test_a_resume_with_fewer_steps_than_trained_is_refused_and_keeps_the_config(tmp_path, capsys):
+    """Once accepted: nothing trained, and config.json said `steps: 1` of a run whose checkpoints and metrics hold 2."""
+    run = tmp_path / "r"
+    assert main(["train", "--algo", "at-grpo", *ARGS, "--steps", "2", "--out-dir", str(tmp_path), "--run-name", "r"]) == 0
+    config = (run / "config.json").read_text()
+    capsys.readouterr()
+    assert main(["train", "--resume", str(run), "--steps", "1", "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert f"llm-marl: error: --steps 1: {run} has trained 2 steps already (its checkpoint step_000002); pass --steps 2 or more" in err
+    assert (run / "config.json").read_text() == config
