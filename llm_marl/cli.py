@@ -163,6 +163,10 @@ def cmd_play(args: argparse.Namespace) -> int:
                         for t in episode_tasks(entry.name, None, ALL, args.seed, kwargs, asked=None)]
         except ValueError as exc:
             raise UserError(str(exc)) from None
+    elif (rows := env.unwrapped.dataset_instances(args.split)) is not None and not rows:
+        # The episode's reset would raise it as a traceback: a dataset's rows need not fill every split.
+        raise UserError(f"{entry.name}'s dataset has {len(env.unwrapped.dataset_instances())} rows, none of them in the "
+                        f"{args.split!r} split: use --split all (every row once), another split, or a larger dataset")
     agent = make_agent(args.agent, entry.name, args.seed, args)
     from llm_marl.engines.api import APIError
 

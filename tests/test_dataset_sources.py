@@ -225,6 +225,19 @@ def test_a_search_env_plays_a_parquet_dataset(tmp_path):
     assert env.instance.qid == "2hop__1001_2002"
 
 
+@pytest.mark.parametrize("name", ["mass", "deep_search"])
+def test_a_search_dataset_without_questions_in_a_split_says_so(name):
+    """Both questions of the MuSiQue sample hash to 'test': a reset on 'train' once made 2,000 draws, all rejected,
+    then advised to enlarge the grid."""
+    from llm_marl_envs.registry import make_raw
+
+    env = make_raw(name, dataset=str(FIXTURES / "search" / "musique_sample.jsonl"))
+    with pytest.raises(ValueError, match=r"the dataset has no 'train' questions \(2 in all; .*another split"):
+        env.reset(seed=0, options={"split": "train"})
+    env.reset(seed=0, options={"split": "test"})
+    assert env.instance.qid in ("2hop__1001_2002", "2hop__3003_4004")
+
+
 # -------------------------------------------------------------------------------- eval --split all
 SEVEN = [{"question": f"What is {i} plus {i}?", "answer": f"{i} + {i} = {2 * i}\n#### {2 * i}"} for i in range(1, 8)]
 
@@ -296,6 +309,15 @@ def test_cli_errors_come_before_any_model_loads(capsys, seven, monkeypatch):
                     "math's dataset has 7 rows", "--n asks for 9 episodes")
     _one_line_error(capsys, ["eval", "--env", "math", "--env-arg", f"dataset={seven}@test"], "which has no splits")
 
+
+
+@pytest.mark.parametrize("name,option,fixture", [("mass", "dataset", "search/musique_sample.jsonl"),
+                                                 ("code", "problems", "code_apps.jsonl")])
+def test_play_on_a_split_the_dataset_leaves_empty(capsys, name, option, fixture):
+    """Both fixtures hold no 'train' rows (MuSiQue's hash to 'test', a code file is all in its dataset_split):
+    `play --split train` once ended in the reset's traceback."""
+    _one_line_error(capsys, ["play", "--env", name, "--env-arg", f"{option}={FIXTURES / fixture}", "--split", "train"],
+                    f"{name}'s dataset has 2 rows, none of them in the 'train' split", "--split all")
 
 def test_readme_eval_split_all_command(capsys, tmp_path, monkeypatch):
     """The README's `eval --split all` command, on a parquet file of seven rows; the served model is

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import numbers
-from functools import lru_cache
+from collections import Counter
+from functools import cached_property, lru_cache
 from typing import Any
 
 import numpy as np
@@ -64,6 +65,11 @@ class QuestionSource:
     def __deepcopy__(self, memo: dict) -> QuestionSource:
         return self
 
+    @cached_property
+    def split_sizes(self) -> Counter[str]:
+        """How many of the dataset's questions each split holds (by content hash, as `draw` is filtered)."""
+        return Counter(split_of(q.key()) for q in self.questions)
+
     def draw(self, rng: np.random.Generator) -> Question:
         if self.wiki is not None:
             return self.wiki.sample_question(rng, self.hops)
@@ -84,7 +90,12 @@ class SearchSourced:
         return [self.source, self.source.runtime]
 
     def _make_instance(self, rng: np.random.Generator) -> Any:
-        return self.source.draw(rng)
+        source = self.source
+        if source.wiki is None and not source.split_sizes[self.split]:
+            # Else every draw is rejected for its split: 2,000 of them, then advice about grids that does not apply.
+            raise ValueError(f"the dataset has no {self.split!r} questions ({len(source.questions)} in all; splits are assigned "
+                             "by the hash of each question): use a larger dataset, another split, or options={'instance': ...}")
+        return source.draw(rng)
 
     def dataset_instances(self, split: str | None = None) -> list[Question] | None:
         """The dataset's questions (of one split, by content hash, or all, in file order); None for the mini-wiki."""
