@@ -182,7 +182,7 @@ def cmd_play(args: argparse.Namespace) -> int:
                        "returns": result.returns, "parse_errors": result.parse_errors}
             print(json.dumps(summary), flush=True)
             successes += result.success
-    except APIError as exc:
+    except (ValueError, APIError) as exc:  # ValueError: a configuration without instances (reset says so), as in eval
         raise UserError(str(exc)) from None
     finally:
         if args.agent == "api":

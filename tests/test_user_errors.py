@@ -397,6 +397,13 @@ def test_non_numeric_env_arg(capsys, no_model_loads, argv):
     one_line_error(capsys, argv, "option height takes a whole number", "height=10")
 
 
+
+def test_play_a_configuration_without_instances(capsys):
+    """A 4x4 Sokoban room has a 2x2 floor, where no box can be pushed: the reset finds no level, and play
+    once printed its ValueError as a traceback (eval already made it one line)."""
+    one_line_error(capsys, ["play", "--env", "sokoban", "--env-arg", "height=4", "--env-arg", "width=4",
+                            "--env-arg", "inner_walls=0"], "no Sokoban level satisfies", "loosen min/max_solution_moves")
+
 @pytest.mark.parametrize("command", [["play", "--agent", "oracle"], ["eval", "--model", "tiny-random"], ["train", "--model", "tiny-random"],
                                      ["sft", "--model", "tiny-random"]])
 def test_an_unknown_env_option_names_the_options(capsys, no_model_loads, command):
