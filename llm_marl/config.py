@@ -304,14 +304,18 @@ def read_config_file(path: str | Path, sections: dict[str, type | None]) -> dict
         if name not in sections:
             raise ValueError(f"--config {path}: unknown section {name!r}; sections are {', '.join(sections)}")
         cls = sections[name]
-        if cls is None:
-            continue
-        if not isinstance(values, dict):
-            raise ValueError(f"--config {path}: section {name!r} must map settings to values")
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(values) - known)
-        if unknown:
-            raise ValueError(f"--config {path}: section {name!r} has no setting {', '.join(map(repr, unknown))}; "
-                             f"it has {', '.join(sorted(known))}")
-        data[name] = typed_values(cls, values, f"--config {path}: {name}")
+        if cls is not None:
+            data[name] = config_section(path, name, values, cls)
     return data
+
+
+def config_section(path: str | Path, name: str, values: Any, cls: type) -> dict[str, Any]:
+    """Section `name` of the `--config` file `path`, checked against `cls`: a mapping of its settings, each of its type."""
+    if not isinstance(values, dict):
+        raise ValueError(f"--config {path}: section {name!r} must map settings to values")
+    known = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(values) - known)
+    if unknown:
+        raise ValueError(f"--config {path}: section {name!r} has no setting {', '.join(map(repr, unknown))}; "
+                         f"it has {', '.join(sorted(known))}")
+    return typed_values(cls, values, f"--config {path}: {name}")

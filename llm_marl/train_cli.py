@@ -10,7 +10,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from llm_marl.config import ModelConfig, OptimConfig, RunConfig, SamplingConfig, add_arguments, from_args, typed_values
+from llm_marl.config import (ModelConfig, OptimConfig, RunConfig, SamplingConfig, add_arguments, config_section, from_args,
+                             typed_values)
 
 
 def chosen_algorithm(argv: Sequence[str]) -> str:
@@ -164,9 +165,11 @@ def cmd_train(args: argparse.Namespace) -> int:
 
         algorithm = get_algorithm(args.algo_id)
         algo_cls = algorithm.config_cls
-        if isinstance(base.get("algo"), dict):  # the algorithm's section is checked once the algorithm is known
-            base["algo"] = typed_values(algo_cls, base["algo"], f"--config {args.config}: algo" if args.config else
-                                        f"{Path(args.resume) / 'config.json'}: algo")
+        # The algorithm's section is checked once the algorithm is known (a file's misspelt setting is named, not dropped).
+        if args.config and "algo" in base:
+            base["algo"] = config_section(args.config, "algo", base["algo"], algo_cls)
+        elif isinstance(base.get("algo"), dict):
+            base["algo"] = typed_values(algo_cls, base["algo"], f"{Path(args.resume) / 'config.json'}: algo")
         config = TrainConfig(
             model=from_args(ModelConfig, args, base.get("model")),
             sampling=from_args(SamplingConfig, args, base.get("sampling")),

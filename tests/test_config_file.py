@@ -60,6 +60,22 @@ def test_a_mistake_in_the_file_is_one_line(tmp_path, capsys, text, message):
     assert message in err and err.count("\n") == 1
 
 
+@pytest.mark.parametrize("text,message", [
+    ("algo: {k: 3}", "section 'algo' has no setting 'k'; it has K, alpha, loss_segment, reward"),
+    ("run: {algo: matpo}\nalgo: {G: 3, K: 2}", "section 'algo' has no setting 'K'; it has G, acc_key,"),
+    ("algo: 3", "section 'algo' must map settings to values"),
+])
+def test_a_mistake_in_the_algorithm_section_is_one_line(tmp_path, capsys, text, message):
+    """The algorithm's section is checked once the algorithm is known: a misspelt setting was dropped (the run trained
+    with K=4), and a section that is no mapping ended in "'int' object is not iterable"."""
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
+    assert main(["train", "--config", str(path), "--model", "tiny-random", "--max-new-tokens", "4", "--steps", "1",
+                 "--out-dir", str(tmp_path), "--no-progress", "--report-to", "none"]) == 2
+    err = capsys.readouterr().err
+    assert f"llm-marl: error: --config {path}: {message}" in err and err.count("\n") == 1
+
+
 def test_sft_reads_a_config_file(tmp_path, capsys):
     path = tmp_path / "sft.yaml"
     path.write_text("sft: {demos: 0}\nmodel: {model: tiny-random}\n")
