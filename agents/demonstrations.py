@@ -35,7 +35,7 @@ def oracle_demonstrations(env_name: str, episodes: int, *, split: str = "train",
         raise ValueError(f"episodes must be >= 1, got {episodes}")
     if not 0.0 <= noise < 1.0:
         raise ValueError(f"noise must be in [0, 1), got {noise}")
-    oracle = make_oracle(env_name, **dict(oracle_options or {}))
+    oracle = make_oracle(env_name, env_kwargs, **dict(oracle_options or {}))
     env = make_raw(env_name, **dict(env_kwargs or {}))
     for instance in range(seed, seed + episodes):
         env.reset(seed=instance, options={"split": split})

@@ -112,7 +112,8 @@ def make_api_engine(args: argparse.Namespace, what: str) -> Any:
         raise UserError(str(exc)) from None
 
 
-def make_agent(kind: str, env_name: str, seed: int, args: argparse.Namespace | None = None) -> Any:
+def make_agent(kind: str, env_name: str, seed: int, args: argparse.Namespace | None = None,
+               env_kwargs: dict[str, Any] | None = None) -> Any:
     # The CLI is the application layer: it may use agents/ (the trainer modules never do).
     if kind == "api":
         from agents.llm import LLMAgent
@@ -121,7 +122,7 @@ def make_agent(kind: str, env_name: str, seed: int, args: argparse.Namespace | N
     if kind == "oracle":
         from agents.oracle import make_oracle
 
-        return make_oracle(env_name)
+        return make_oracle(env_name, env_kwargs)  # with the env's options it must share (mass's corpus_seed)
     if kind == "random":
         from agents.random_agent import RandomAgent
 
@@ -167,7 +168,7 @@ def cmd_play(args: argparse.Namespace) -> int:
         # The episode's reset would raise it as a traceback: a dataset's rows need not fill every split.
         raise UserError(f"{entry.name}'s dataset has {len(env.unwrapped.dataset_instances())} rows, none of them in the "
                         f"{args.split!r} split: use --split all (every row once), another split, or a larger dataset")
-    agent = make_agent(args.agent, entry.name, args.seed, args)
+    agent = make_agent(args.agent, entry.name, args.seed, args, kwargs)
     from llm_marl.engines.api import APIError
 
     successes = 0

@@ -240,3 +240,17 @@ def test_same_seed_same_retrieval():
         env.reset(seed=9, options={"split": "val"})
         env.step("### " + env.instance.hops[0].resolved + " ###")
     assert a.observe("reranker") == b.observe("reranker")
+
+
+def test_the_oracle_made_for_an_env_walks_its_corpus(capsys):
+    """The oracle reads its answers from the mini-wiki of its own corpus_seed; `play --env-arg corpus_seed=3`
+    and SFT demonstrations on that env once gave it the default world, where it knows none of the questions."""
+    import json
+
+    from agents.demonstrations import oracle_demonstrations
+    from llm_marl.cli import main
+
+    assert main(["play", "--env", "mass", "--quiet", "--env-arg", "corpus_seed=3", "--seed", "1"]) == 0
+    assert json.loads(capsys.readouterr().out.splitlines()[-1])["success"]
+    records = list(oracle_demonstrations("mass", 2, split="test", env_kwargs={"corpus_seed": 3}))
+    assert [r["reward"] for r in records if r["agent"] == "answerer"] == [1.0, 1.0]

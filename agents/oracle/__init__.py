@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+from collections.abc import Mapping
 from typing import Any
 
 from ..base import Agent
@@ -19,12 +20,17 @@ ORACLES: dict[str, str] = {
 }
 
 
-def make_oracle(env_name: str, **options: Any) -> Agent:
-    """The oracle of `env_name`; `options` go to its constructor (e.g. Plan-Path's `program="answer"`)."""
+def make_oracle(env_name: str, env_kwargs: Mapping[str, Any] | None = None, **options: Any) -> Agent:
+    """The oracle of `env_name`; `options` go to its constructor (e.g. Plan-Path's `program="answer"`). The
+    environment options it must share (its class's `env_options`, e.g. MASS's `corpus_seed`: the world
+    it walks) are taken from `env_kwargs`, the options the environment was made with, unless given."""
     if env_name not in ORACLES:
         raise ValueError(f"no oracle for {env_name!r}; available: {', '.join(ORACLES)}")
     module, cls = ORACLES[env_name].split(":")
+    oracle = getattr(importlib.import_module(module), cls)
+    env_kwargs = env_kwargs or {}
+    options = {**{k: env_kwargs[k] for k in getattr(oracle, "env_options", ()) if k in env_kwargs}, **options}
     try:
-        return getattr(importlib.import_module(module), cls)(**options)
+        return oracle(**options)
     except TypeError as exc:
         raise ValueError(f"the {env_name} oracle takes no such option ({exc}); see {module}") from None

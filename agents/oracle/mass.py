@@ -47,6 +47,9 @@ def chain(start: str, rels: list[str], docs: list[tuple[int, str, str]]) -> tupl
 
 
 class MASSOracle(Agent):
+    env_options = ("corpus_seed",)
+    """Options of the environment the oracle must share (`make_oracle` takes them from the env's)."""
+
     def __init__(self, corpus_seed: int = 0):
         self.wiki = build(MiniWikiConfig(seed=corpus_seed))
 
