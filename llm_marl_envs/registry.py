@@ -99,12 +99,14 @@ def available() -> dict[str, EnvEntry]:
 
 _KINDS = {bool: ("true or false", (bool,)), int: ("a whole number", (int,)), float: ("a number", (int, float)),
           str: ("text", (str,))}
+_OPTIONAL_KINDS = {"int | None": int}
+"""The annotations of options that default to None and otherwise take one kind of value (Sudoku's box_rows)."""
 
 
 def check_kwargs(name: str, kwargs: dict[str, Any]) -> None:
     """ValueError naming the options when one is unknown, and the option and the value expected when an
     option's value is of the wrong kind (e.g. `height='abc'` for an integer option); options without a
-    typed default are left to the env."""
+    typed default (or an `int | None` annotation) are left to the env."""
     entry = get(name)
     defaults = entry.kwargs()
     unknown = sorted(set(kwargs) - set(defaults) - {"sandbox", "render_mode"})
@@ -113,15 +115,16 @@ def check_kwargs(name: str, kwargs: dict[str, Any]) -> None:
                          "(`llm-marl envs` lists them with their defaults)")
     params = inspect.signature(entry.load().raw_env.__init__).parameters
     for key, value in kwargs.items():
-        default = defaults.get(key)
-        if type(default) not in _KINDS:
+        default, annotation = defaults.get(key), str(params[key].annotation)
+        kind = type(default) if type(default) in _KINDS else _OPTIONAL_KINDS.get(annotation)
+        if kind is None:
             continue
-        if value is None and "None" in str(params[key].annotation):
-            continue  # an option typed `int | None` with a number as default (sokoban's max_solution_moves: None = no limit)
-        what, accepted = _KINDS[type(default)]
-        if not isinstance(value, accepted) or (isinstance(value, bool) and type(default) is not bool):
-            raise ValueError(f"{entry.name} option {key} takes {what} (default {default!r}), got {value!r}: "
-                             f"e.g. {key}={default!r}")
+        if value is None and "None" in annotation:
+            continue  # an option typed `int | None` (sokoban's max_solution_moves: None = no limit)
+        what, accepted = _KINDS[kind]
+        if not isinstance(value, accepted) or (isinstance(value, bool) and kind is not bool):
+            raise ValueError(f"{entry.name} option {key} takes {what}{' or None' if 'None' in annotation else ''} "
+                             f"(default {default!r}), got {value!r}" + (f": e.g. {key}={default!r}" if default is not None else ""))
 
 
 def make(name: str, **kwargs: Any) -> Any:

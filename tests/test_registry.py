@@ -77,3 +77,14 @@ def test_an_option_that_takes_none_besides_a_number_accepts_none():
         registry.make("sokoban", max_solution_moves="many")
     with pytest.raises(ValueError, match="option height takes a whole number"):
         registry.make("sokoban", height=None)
+
+
+@pytest.mark.parametrize("name,option,value", [("sudoku", "box_rows", "abc"), ("plan_path", "max_path_length", "abc"),
+                                               ("code", "max_turns", 2.5), ("math", "difficulty", "2")])
+def test_an_option_that_defaults_to_none_is_checked_for_its_kind(name, option, value):
+    """Options annotated int | None that default to None were left to the env: `max_path_length='abc'` ended in
+    "'<' not supported between instances of 'str' and 'int'", `box_rows='abc'` in int()'s message without the
+    option's name, and `max_turns=2.5` was cut to 2."""
+    with pytest.raises(ValueError, match=f"{name} option {option} takes a whole number or None"):
+        registry.make_raw(name, **{option: value})
+    registry.make_raw(name, **{option: None})
