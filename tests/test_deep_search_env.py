@@ -314,3 +314,15 @@ def test_masking_one_worker_by_replay_changes_the_outcome():
     masked.step(oracle.act("planner", masked.observe("planner")))
     assert not masked.success and masked.infos["planner"]["workers"][1]["summary"].startswith("## Conclusion:\n**(masked)**")
     assert masked.infos["planner"]["workers"][0] == env.infos["planner"]["workers"][0]
+
+
+@pytest.mark.parametrize("judge,message", [({"base_url": 5}, "judge base_url must be text"),
+                                           ({"base_url": "http://127.0.0.1:9/v1", "timeout_s": -1}, "judge timeout_s must be"),
+                                           ({"base_url": "http://127.0.0.1:9/v1", "max_retries": "x"}, "judge max_retries must be")])
+def test_a_judge_config_of_the_wrong_kind_is_refused_when_the_env_is_made(judge, message):
+    """A base_url that is no text once raised AttributeError from the planner's final step, and a bad timeout or
+    retry count made every verdict fall back to exact match without a word."""
+    from llm_marl_envs.registry import make_raw
+
+    with pytest.raises(ValueError, match=message):
+        make_raw("deep_search", judge=judge)

@@ -14,6 +14,7 @@ installed) never breaks an episode: the caller falls back to exact match and rep
 from __future__ import annotations
 
 import functools
+import math
 import os
 from dataclasses import dataclass
 from typing import Any
@@ -43,6 +44,17 @@ class JudgeConfig:
     """Seconds each request may take."""
     max_retries: int = 2
     """Retries of a request that failed to connect, timed out or got 429/5xx (with backoff)."""
+
+    def __post_init__(self) -> None:
+        # Checked when the env is made: a field of the wrong kind would otherwise fail inside the episode's
+        # last step (a base_url that is no text raised there), or quietly turn every verdict into exact match.
+        for name in ("base_url", "model", "api_key_env"):
+            if not isinstance(getattr(self, name), str):
+                raise ValueError(f"judge {name} must be text, got {getattr(self, name)!r}")
+        if isinstance(self.timeout_s, bool) or not isinstance(self.timeout_s, (int, float)) or not 0 < self.timeout_s < math.inf:
+            raise ValueError(f"judge timeout_s must be a number of seconds > 0, got {self.timeout_s!r}")
+        if isinstance(self.max_retries, bool) or not isinstance(self.max_retries, int) or self.max_retries < 0:
+            raise ValueError(f"judge max_retries must be a whole number >= 0, got {self.max_retries!r}")
 
     @classmethod
     def from_any(cls, value: JudgeConfig | dict | None) -> JudgeConfig | None:
