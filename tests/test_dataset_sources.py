@@ -238,6 +238,16 @@ def test_a_search_dataset_without_questions_in_a_split_says_so(name):
     assert env.instance.qid in ("2hop__1001_2002", "2hop__3003_4004")
 
 
+@pytest.mark.parametrize("name,option,message", [("math", "dataset", "dataset must be a file, folder or Hub id"),
+                                                 ("code", "problems", "problems must be None (the shipped bank), a dataset path")])
+def test_a_dataset_option_that_is_a_number_names_what_it_takes(name, option, message):
+    """`--env-arg dataset=123` reads as the number 123, which once ended in "'int' object is not iterable"."""
+    from llm_marl_envs.registry import make_raw
+
+    with pytest.raises(ValueError, match=re.escape(message)):
+        make_raw(name, **{option: 123})
+
+
 # -------------------------------------------------------------------------------- eval --split all
 SEVEN = [{"question": f"What is {i} plus {i}?", "answer": f"{i} + {i} = {2 * i}\n#### {2 * i}"} for i in range(1, 8)]
 

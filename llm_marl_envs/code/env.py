@@ -286,7 +286,7 @@ class raw_env(TextAECEnv):
         elif isinstance(problems, (str, Path)):
             pool = load_problems(problems, dataset_format, dataset_split)
         else:
-            pool = list(problems)
+            pool = list(problems) if isinstance(problems, Sequence) else []  # `problems=123`: the message below, not list()'s
             if not pool or not all(isinstance(p, Problem) for p in pool):
                 raise ValueError("problems must be None (the shipped bank), a dataset path, or a non-empty list of Problem")
         check_unique(pool)

@@ -170,7 +170,8 @@ class raw_env(TextAECEnv):
         if dataset is not None:
             if (difficulty, topics, generators) != (None, None, None):
                 raise ValueError("difficulty, topics and generators choose generated problems; drop them when passing dataset=")
-            instances = load_dataset(dataset, dataset_format) if isinstance(dataset, (str, os.PathLike)) else list(dataset)
+            instances = (load_dataset(dataset, dataset_format) if isinstance(dataset, (str, os.PathLike))
+                         else list(dataset) if isinstance(dataset, Sequence) else [])  # `dataset=123`: the message below
             if not instances or not all(isinstance(i, MathInstance) for i in instances):
                 raise ValueError("dataset must be a file, folder or Hub id, or a non-empty list of MathInstance")
             self.bank = ProblemBank(instances)
