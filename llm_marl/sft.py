@@ -245,6 +245,11 @@ def run_sft(config: SFTConfig, model: Any, transcripts: list[dict[str, Any]], he
     set_threads(config.threads)
     env_kwargs = quick_env_args(config.env, config.env_args)
     roles = list(make_raw(config.env, **env_kwargs).possible_agents)
+    # An agent that is no role of --env has no adapter σ could route it to (a shared one would take it in silence).
+    strangers = sorted({t["agent"] for t in transcripts if t.get("agent") is not None} - set(roles))
+    if strangers:
+        raise ValueError(f"transcripts name agents {strangers}, which {config.env} does not have (its roles: {', '.join(roles)}): "
+                         "correct their \"agent\", or pass the --env whose roles replied")
     thinking = parse_thinking(model.thinking, model.thinking_roles, roles)
     lora = LoRAConfig(r=model.lora_r, alpha=model.lora_alpha, dropout=model.lora_dropout)
     if model.init_adapters:  # a folder that cannot start these adapters is refused before the model loads

@@ -52,6 +52,21 @@ def test_transcript_errors_name_the_line(tmp_path):
         read_transcripts(tmp_path / "missing.jsonl")
 
 
+@pytest.mark.parametrize("policy", ["shared", "per-role"])
+def test_an_agent_that_is_no_role_of_the_env_is_one_line_before_the_model_loads(tmp_path, capsys, monkeypatch, policy):
+    """Once: a shared adapter took the replies of the 'boss' in silence, and per-role advice was to add 'boss=<adapter>'
+    to --policy, which must map exactly the environment's roles."""
+    monkeypatch.setattr(PolicySet, "from_pretrained", classmethod(lambda *a, **k: pytest.fail("a model was loaded")))
+    data = tmp_path / "t.jsonl"
+    data.write_text(json.dumps({"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}],
+                                "agent": "boss"}) + "\n")
+    assert main(["sft", "--env", "plan_path", "--model", "tiny-random", "--data", str(data), "--policy", policy,
+                 "--out-dir", str(tmp_path)]) == 2
+    assert capsys.readouterr().err == ("llm-marl: error: transcripts name agents ['boss'], which plan_path does not have (its roles: "
+                                       'tool, planner): correct their "agent", or pass the --env whose roles replied\n')
+    assert list(tmp_path.iterdir()) == [data]  # no run directory
+
+
 @pytest.fixture(scope="module")
 def per_role() -> PolicySet:
     return PolicySet.from_pretrained("tiny-random", roles=["tool", "planner"], policy="per-role", seed=0)
