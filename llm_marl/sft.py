@@ -109,6 +109,9 @@ def check_transcript(record: Any, where: str) -> None:
             raise ValueError(f"{where}: every message needs a string 'role' and 'content', got {message!r:.80}")
     if not any(m["role"] == "assistant" for m in messages):
         raise ValueError(f"{where}: no assistant message to learn from")
+    if messages[0]["role"] == "assistant":  # its prompt would be an empty chat, which no chat template renders
+        raise ValueError(f"{where}: the first message is an assistant reply, with no prompt before it; begin with the system "
+                         "or user message it answers")
     if "agent" in record and not isinstance(record["agent"], str):
         raise ValueError(f"{where}: 'agent' must be a role name")
 

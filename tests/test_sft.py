@@ -48,6 +48,10 @@ def test_transcript_errors_name_the_line(tmp_path):
     path.write_text('{"messages": [{"role": "user", "content": "hi"}]}\n')
     with pytest.raises(ValueError, match="no assistant message"):
         read_transcripts(path)
+    # Once a bare "Cannot apply chat template to an empty conversation", naming no line, after the model loaded.
+    path.write_text('{"messages": [{"role": "assistant", "content": "yo"}, {"role": "user", "content": "hi"}]}\n')
+    with pytest.raises(ValueError, match="t.jsonl:1: the first message is an assistant reply, with no prompt before it"):
+        read_transcripts(path)
     with pytest.raises(ValueError, match="no such file"):
         read_transcripts(tmp_path / "missing.jsonl")
 
