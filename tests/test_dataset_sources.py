@@ -248,6 +248,21 @@ def test_a_dataset_option_that_is_a_number_names_what_it_takes(name, option, mes
         make_raw(name, **{option: 123})
 
 
+@pytest.mark.parametrize("name,option,extra", [("math", "dataset", {}), ("code", "problems", {}),
+                                              ("code", "problems", {"dataset_format": "foo"}),
+                                              ("code", "problems", {"dataset_split": "foo"})])
+def test_a_dataset_in_no_known_format_names_the_envs_option(tmp_path, name, option, extra):
+    """The loaders' advice named their own parameters (`pass format=...`, `split must be...`), which the
+    environments do not take: `--env-arg format=apps` is an unknown option. It names the env's option too."""
+    from llm_marl_envs.registry import make_raw
+
+    path = tmp_path / "odd.jsonl"
+    path.write_text('{"q": "x", "a": "1"}\n')
+    wanted = "dataset_split" if "dataset_split" in extra else "dataset_format"
+    with pytest.raises(ValueError, match=f"the {name} environment's {wanted}"):
+        make_raw(name, **{option: str(path)}, **extra)
+
+
 # -------------------------------------------------------------------------------- eval --split all
 SEVEN = [{"question": f"What is {i} plus {i}?", "answer": f"{i} + {i} = {2 * i}\n#### {2 * i}"} for i in range(1, 8)]
 

@@ -136,8 +136,8 @@ def detect_format(row: dict[str, Any]) -> str:
     if "question" in row and "input_output" in row:
         return "apps"
     raise DatasetFormatError(
-        f"cannot tell the dataset format from the fields {sorted(row)[:12]}; pass format='apps', "
-        "'codecontests' or 'livecodebench'"
+        f"cannot tell the dataset format from the fields {sorted(row)[:12]}; pass format= (the code environment's "
+        "dataset_format=) 'apps', 'codecontests' or 'livecodebench'"
     )
 
 
@@ -338,9 +338,10 @@ def load_problems(path: str | Path, format: Format = "auto", split: str = "test"
     tests are skipped and counted in `report.skipped`.
     """
     if split not in (*SPLITS, "hash"):
-        raise ValueError(f"split must be one of {', '.join(SPLITS)} or 'hash', got {split!r}")
+        raise ValueError(f"split (the code environment's dataset_split) must be one of {', '.join(SPLITS)} or 'hash', got {split!r}")
     if format not in ("auto", *FORMATS):
-        raise ValueError(f"format must be 'auto' or one of {', '.join(FORMATS)}, got {format!r}")
+        raise ValueError(f"format (the code environment's dataset_format) must be 'auto' or one of {', '.join(FORMATS)}, "
+                         f"got {format!r}")
     rows = read_records(path)
     report = report if report is not None else LoadReport()
     problems: list[Problem] = []

@@ -77,7 +77,8 @@ def record_to_instance(record: Mapping[str, Any], format: str = "auto", where: s
     if fmt is None:
         raise ValueError(
             f"{where}: cannot tell the format from keys {sorted(record)}; a record needs question/problem and "
-            "answer (or problem and solution); pass format= one of " + ", ".join(FORMATS[1:])
+            "answer (or problem and solution); pass format= (the math environment's dataset_format=) one of "
+            + ", ".join(FORMATS[1:])
         )
     keys = {str(k).lower(): v for k, v in record.items()}
     question = _text(keys.get("question") if fmt == "gsm8k" else keys.get("problem", keys.get("question")))
