@@ -384,3 +384,12 @@ def test_generated_instances_are_numerous_and_split_by_content():
     keys = {generate(instance_rng("math", "train", s)).key() for s in range(300)}
     assert len(keys) > 280
     assert {split_of(k) for k in keys} == {"train", "val", "test"}
+
+
+@pytest.mark.parametrize("option", ["topics", "generators"])
+def test_a_topic_or_generator_that_is_no_name_is_reported_as_unknown(option):
+    """`--env-arg topics=5` reads as the number 5, which once ended in "'int' object is not iterable"."""
+    from llm_marl_envs.registry import make_raw
+
+    with pytest.raises(ValueError, match=rf"unknown {option} \[5\]; choose from"):
+        make_raw("math", **{option: 5})

@@ -8,7 +8,7 @@ problem in two files) always falls in the same split bucket.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,6 +44,12 @@ class MathInstance:
         return self
 
 
+def _names(value: Any) -> tuple[Any, ...]:
+    """topics= or generators= as a tuple: one name alone counts as a list of it, and so does a value that is
+    no list (`--env-arg topics=5`), which the unknown-name message then reports instead of tuple()'s TypeError."""
+    return tuple(value) if isinstance(value, Iterable) and not isinstance(value, str) else (value,)
+
+
 @dataclass(frozen=True)
 class MathProblemConfig:
     """Which generated problems an environment draws."""
@@ -59,13 +65,12 @@ class MathProblemConfig:
         if self.difficulty is not None and self.difficulty not in DIFFICULTIES:
             raise ValueError(f"difficulty must be one of {DIFFICULTIES} or None (mixed), got {self.difficulty!r}")
         if self.topics is not None:
-            object.__setattr__(self, "topics", (self.topics,) if isinstance(self.topics, str) else tuple(self.topics))
+            object.__setattr__(self, "topics", _names(self.topics))
             unknown = [t for t in self.topics if t not in TOPICS]
             if unknown or not self.topics:
                 raise ValueError(f"unknown topics {unknown}; choose from {', '.join(TOPICS)}")
         if self.generators is not None:
-            gens = self.generators
-            object.__setattr__(self, "generators", (gens,) if isinstance(gens, str) else tuple(gens))
+            object.__setattr__(self, "generators", _names(self.generators))
             unknown = [g for g in self.generators if g not in GENERATORS]
             if unknown or not self.generators:
                 raise ValueError(f"unknown generators {unknown}; choose from {', '.join(GENERATORS)}")
