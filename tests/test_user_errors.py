@@ -404,6 +404,23 @@ def test_play_a_configuration_without_instances(capsys):
     one_line_error(capsys, ["play", "--env", "sokoban", "--env-arg", "height=4", "--env-arg", "width=4",
                             "--env-arg", "inner_walls=0"], "no Sokoban level satisfies", "loosen min/max_solution_moves")
 
+
+@pytest.mark.parametrize("command", [["play"], ["eval", "--model", "tiny-random"], ["train", "--model", "tiny-random"]])
+def test_a_search_backend_that_cannot_run_here(capsys, no_model_loads, monkeypatch, command):
+    """backend=live without network raises BackendUnavailable, whose message names the fix; as a plain
+    RuntimeError it ended play, eval and train in a traceback."""
+    from pathlib import Path
+
+    import llm_marl_envs.search.live as live
+
+    def offline(timeout, host):
+        raise live._unavailable(f"cannot reach {host}:443 (no network in this test)")
+
+    monkeypatch.setattr(live, "preflight", offline)
+    dataset = Path(__file__).parent / "fixtures" / "search" / "hotpotqa_sample.json"
+    one_line_error(capsys, [command[0], "--env", "mass", *command[1:], "--env-arg", "backend=live", "--env-arg", f"dataset={dataset}"],
+                   "live web search is unavailable", "backend='bm25'")
+
 @pytest.mark.parametrize("command", [["play", "--agent", "oracle"], ["eval", "--model", "tiny-random"], ["train", "--model", "tiny-random"],
                                      ["sft", "--model", "tiny-random"]])
 def test_an_unknown_env_option_names_the_options(capsys, no_model_loads, command):

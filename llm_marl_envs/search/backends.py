@@ -42,8 +42,10 @@ class ToolInputError(ValueError):
     """The agent's arguments are wrong (unknown URL, empty query): reported back to the agent."""
 
 
-class BackendUnavailable(RuntimeError):
-    """The backend cannot run here (missing package, no network); the message names the fix."""
+class BackendUnavailable(RuntimeError, ValueError):
+    """The backend cannot run here (missing package, no network); the message names the fix. Also a
+    ValueError, the error of an option that cannot work (`backend="live"` offline): the commands that
+    build an environment report those in one line, where a RuntimeError would end in a traceback."""
 
 
 @dataclass(frozen=True)
