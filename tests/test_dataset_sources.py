@@ -263,6 +263,18 @@ def test_a_dataset_in_no_known_format_names_the_envs_option(tmp_path, name, opti
         make_raw(name, **{option: str(path)}, **extra)
 
 
+_ONE = {"question": "What is 1 plus 1?", "answer": "1 + 1 = 2\n#### 2"}
+
+
+@pytest.mark.parametrize("name,text", [("bom.jsonl", json.dumps(_ONE) + "\n"), ("bom.json", json.dumps([_ONE]))])
+def test_a_file_that_starts_with_a_byte_order_mark_is_read(tmp_path, name, text):
+    """Files saved by Windows editors and exports start with a UTF-8 byte-order mark: a JSONL file failed on its
+    first line ("Unexpected UTF-8 BOM"), and a JSON list was taken for JSONL."""
+    path = tmp_path / name
+    path.write_bytes(b"\xef\xbb\xbf" + text.encode())
+    assert [p.answer for p in load_math(path)] == ["2"]
+
+
 # -------------------------------------------------------------------------------- eval --split all
 SEVEN = [{"question": f"What is {i} plus {i}?", "answer": f"{i} + {i} = {2 * i}\n#### {2 * i}"} for i in range(1, 8)]
 

@@ -96,7 +96,7 @@ def _read_local(path: Path, split: str | None) -> Iterator[tuple[str, Any]]:
 
 
 def _read_json(path: Path) -> Iterator[tuple[str, Any]]:
-    text = path.read_text(encoding="utf-8")
+    text = path.read_text(encoding="utf-8-sig")  # a byte-order mark (Windows editors and exports write one) is no data
     stripped = text.lstrip()
     if stripped.startswith("[") or (stripped.startswith("{") and path.suffix.lower() == ".json"):
         try:
