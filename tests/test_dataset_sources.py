@@ -275,6 +275,14 @@ def test_a_file_that_starts_with_a_byte_order_mark_is_read(tmp_path, name, text)
     assert [p.answer for p in load_math(path)] == ["2"]
 
 
+def test_a_file_that_is_not_utf8_names_itself_and_the_fix(tmp_path):
+    """A Latin-1 file once ended in the codec's words alone ("'utf-8' codec can't decode byte 0xe9 ...")."""
+    path = tmp_path / "latin.jsonl"
+    path.write_bytes(b'{"question": "caf\xe9 1 plus 1?", "answer": "#### 2"}\n')
+    with pytest.raises(ValueError, match=rf"{re.escape(str(path))}: not UTF-8 text \(byte \d+: invalid continuation byte\); save it as UTF-8"):
+        load_math(path)
+
+
 # -------------------------------------------------------------------------------- eval --split all
 SEVEN = [{"question": f"What is {i} plus {i}?", "answer": f"{i} + {i} = {2 * i}\n#### {2 * i}"} for i in range(1, 8)]
 

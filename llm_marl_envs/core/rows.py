@@ -96,7 +96,10 @@ def _read_local(path: Path, split: str | None) -> Iterator[tuple[str, Any]]:
 
 
 def _read_json(path: Path) -> Iterator[tuple[str, Any]]:
-    text = path.read_text(encoding="utf-8-sig")  # a byte-order mark (Windows editors and exports write one) is no data
+    try:
+        text = path.read_text(encoding="utf-8-sig")  # a byte-order mark (Windows editors and exports write one) is no data
+    except UnicodeDecodeError as exc:  # else only the codec's words, without the file or the fix
+        raise ValueError(f"{path}: not UTF-8 text (byte {exc.start}: {exc.reason}); save it as UTF-8") from None
     stripped = text.lstrip()
     if stripped.startswith("[") or (stripped.startswith("{") and path.suffix.lower() == ".json"):
         try:
