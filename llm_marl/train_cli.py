@@ -14,8 +14,18 @@ from llm_marl.config import (ModelConfig, OptimConfig, RunConfig, SamplingConfig
                              typed_values)
 
 
+def canonical_algo(name: str) -> str:
+    """The algorithm id `name` stands for (`--algo AT-GRPO` and `at_grpo` are at-grpo); an unknown name as it is."""
+    from llm_marl.algorithms import get
+
+    try:
+        return get(name).id
+    except ValueError:
+        return name
+
+
 def chosen_algorithm(argv: Sequence[str]) -> str:
-    """The --algo of a train command line (its flags depend on it): the saved one with --resume, else
+    """The id of the --algo of a train command line (its flags depend on it): the saved one with --resume, else
     the flag, else the one of a --config file, else the default."""
     pre = argparse.ArgumentParser(add_help=False)
     pre.add_argument("--algo", default=None)
@@ -26,12 +36,12 @@ def chosen_algorithm(argv: Sequence[str]) -> str:
         if known.resume:
             from llm_marl.runs import RunDir
 
-            return RunDir.open(known.resume).load_config()["run"]["algo"]
+            return canonical_algo(RunDir.open(known.resume).load_config()["run"]["algo"])
         if known.algo is None and known.config:
-            return str(_read_train_config(known.config).get("run", {}).get("algo", RunConfig.algo))
+            return canonical_algo(str(_read_train_config(known.config).get("run", {}).get("algo", RunConfig.algo)))
     except (ValueError, KeyError, TypeError, AttributeError):
         pass  # a missing or damaged file is reported (one line) when the command runs
-    return known.algo or RunConfig.algo
+    return canonical_algo(known.algo or RunConfig.algo)
 
 
 def _train_sections() -> dict[str, type | None]:
@@ -155,9 +165,11 @@ def cmd_train(args: argparse.Namespace) -> int:
             for section, cls in _train_sections().items():  # a hand-edited config.json is checked like a --config file
                 if cls is not None and isinstance(base.get(section), dict):
                     base[section] = typed_values(cls, base[section], f"{Path(args.resume) / 'config.json'}: {section}")
+            if isinstance(base.get("run"), dict) and isinstance(base["run"].get("algo"), str):
+                base["run"]["algo"] = canonical_algo(base["run"]["algo"])  # a run saved as at_grpo keeps at-grpo
         elif args.config:
             base = _read_train_config(args.config)
-            if base.get("run", {}).get("algo", args.algo_id) != args.algo_id:
+            if canonical_algo(base.get("run", {}).get("algo", args.algo_id)) != args.algo_id:
                 base.pop("algo", None)  # --algo chose another algorithm: the file's algorithm settings do not apply
         from llm_marl.algorithms import get as get_algorithm
 

@@ -76,6 +76,8 @@ class TrainConfig:
         if self.cluster.trainer_ranks > 1 and self.credit.dpo_beta > 0:
             raise ValueError("--dpo-beta (the failure route's DPO step) runs in the trainer process only: drop it, or use --trainer-ranks 1")
         algorithm = get_algorithm(self.run.algo)
+        if self.run.algo != algorithm.id:  # config.json names the algorithm by its id, as --algo's flags and --resume read it
+            self.run = dataclasses.replace(self.run, algo=algorithm.id)
         if self.algo is None:
             self.algo = algorithm.config_cls()
         elif isinstance(self.algo, dict):

@@ -177,6 +177,19 @@ def test_bad_config_names_the_fix(argv, fix):
             from_args(cls, args)
 
 
+@pytest.mark.parametrize("spelling", ["at_grpo", "AT-GRPO"])
+def test_any_spelling_of_algo_takes_its_flags_and_is_saved_as_its_id(spelling):
+    """--algo at_grpo trained at-grpo, but its flags (--K) were 'unrecognized arguments' and config.json held at_grpo,
+    so a --resume of the run refused them too."""
+    from llm_marl.cli import build_parser
+    from llm_marl.trainer import TrainConfig
+
+    argv = ["train", "--algo", spelling, "--K", "3"]
+    args = build_parser(argv).parse_args(argv)
+    assert (args.algo_id, args.K) == ("at-grpo", 3)
+    assert TrainConfig(run=RunConfig(algo=spelling)).to_dict()["run"]["algo"] == "at-grpo"
+
+
 def test_bad_choice_is_rejected_by_the_parser(capsys):
     with pytest.raises(SystemExit):
         parser().parse_args(["--loss-agg", "sum"])
