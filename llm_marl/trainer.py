@@ -330,7 +330,8 @@ def _train(config: TrainConfig, resume: str | None, log: Any, engine_factory: An
     if config.model.init_adapters and not resume:
         warm_start(policy, config.model.init_adapters, log)  # before the run directory exists: a bad path leaves nothing behind
     if not resume:
-        run = RunDir.create(run_cfg.out_dir, run_cfg.env, algorithm.id, run_cfg.seed, name=run_cfg.run_name or None)
+        # Named by the environment's name, also when --env gave its module or PettingZoo id (which holds a '/').
+        run = RunDir.create(run_cfg.out_dir, get_env(run_cfg.env).name, algorithm.id, run_cfg.seed, name=run_cfg.run_name or None)
         hold.enter_context(run.held())
         run.save_config(config.to_dict())
     optimizers = {a: torch.optim.AdamW(policy.trainable_parameters(a), lr=config.optim.lr, weight_decay=config.optim.weight_decay)

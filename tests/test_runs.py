@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import shlex
 import subprocess
 import sys
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from llm_marl.config import ModelConfig, OptimConfig, RunConfig, SamplingConfig, add_arguments, from_args
+from llm_marl.config import QUICK_ENV_ARGS, ModelConfig, OptimConfig, RunConfig, SamplingConfig, add_arguments, from_args
 from llm_marl.runs import RunDir
 from llm_marl.trainer import interrupted_message
 
@@ -188,6 +189,20 @@ def test_any_spelling_of_algo_takes_its_flags_and_is_saved_as_its_id(spelling):
     args = build_parser(argv).parse_args(argv)
     assert (args.algo_id, args.K) == ("at-grpo", 3)
     assert TrainConfig(run=RunConfig(algo=spelling)).to_dict()["run"]["algo"] == "at-grpo"
+
+
+@pytest.mark.parametrize("env", ["plan_path_v1", "llm_marl/PlanPath-v1"])
+def test_an_env_given_by_its_module_or_pettingzoo_id_is_the_env(tmp_path, env):
+    """--env plan_path_v1 (the registry takes it, as eval and sft do) trained the 10x10 default instead of the quick
+    configuration that eval then scored its adapters on, in a run directory named after the alias (its PettingZoo id
+    made a folder llm_marl/ under --out-dir)."""
+    from llm_marl.cli import main
+
+    assert main(["train", "--env", env, "--model", "tiny-random", "--steps", "1", "--max-new-tokens", "4", "--lora-r", "4",
+                 "--lora-alpha", "8", "--K", "2", "--out-dir", str(tmp_path), "--no-progress", "--report-to", "none"]) == 0
+    [run] = tmp_path.iterdir()
+    assert run.name.startswith("plan_path__at-grpo__0__")
+    assert json.loads((run / "config.json").read_text())["resolved_env_args"] == QUICK_ENV_ARGS["plan_path"]
 
 
 def test_bad_choice_is_rejected_by_the_parser(capsys):
