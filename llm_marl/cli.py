@@ -56,6 +56,11 @@ def seed_arg(text: str) -> int:
     return seed
 
 
+_NOT_OPTIONS = {"render_mode": "the command chooses how episodes are shown",
+                "sandbox": "a Sandbox object in Python; the commands make their own"}
+"""Constructor arguments of every environment that are no option of the command line."""
+
+
 def parse_env_args(pairs: Sequence[str]) -> dict[str, Any]:
     """`--env-arg height=6 --env-arg mode=planner` -> {"height": 6, "mode": "planner"}."""
     out: dict[str, Any] = {}
@@ -63,6 +68,8 @@ def parse_env_args(pairs: Sequence[str]) -> dict[str, Any]:
         if "=" not in pair:
             raise UserError(f"--env-arg expects KEY=VALUE, got {pair!r}")
         key, raw = pair.split("=", 1)
+        if key.strip() in _NOT_OPTIONS:  # else play fails on two render modes, and sandbox=5 in the first tool call
+            raise UserError(f"--env-arg {key.strip()} is no environment option ({_NOT_OPTIONS[key.strip()]}): drop it")
         try:
             out[key.strip()] = ast.literal_eval(raw)
         except (ValueError, SyntaxError):

@@ -113,6 +113,10 @@ def check_kwargs(name: str, kwargs: dict[str, Any]) -> None:
     if unknown:
         raise ValueError(f"{entry.name} has no option {', '.join(map(repr, unknown))}; its options: {', '.join(defaults)} "
                          "(`llm-marl envs` lists them with their defaults)")
+    sandbox = kwargs.get("sandbox")
+    if sandbox is not None and not callable(getattr(sandbox, "run", None)):  # else the first tool call raises
+        raise ValueError(f"{entry.name}: sandbox must be an llm_marl_envs.sandbox.Sandbox (or None: the shared one), "
+                         f"got {sandbox!r}")
     params = inspect.signature(entry.load().raw_env.__init__).parameters
     for key, value in kwargs.items():
         default, annotation = defaults.get(key), str(params[key].annotation)

@@ -88,3 +88,13 @@ def test_an_option_that_defaults_to_none_is_checked_for_its_kind(name, option, v
     with pytest.raises(ValueError, match=f"{name} option {option} takes a whole number or None"):
         registry.make_raw(name, **{option: value})
     registry.make_raw(name, **{option: None})
+
+
+def test_a_sandbox_that_is_no_sandbox_is_refused_when_the_env_is_made():
+    """`--env-arg sandbox=5` (train's config) once built the env, which then raised AttributeError from the first
+    tool call's step."""
+    from llm_marl_envs.sandbox import default_sandbox
+
+    with pytest.raises(ValueError, match="plan_path: sandbox must be an llm_marl_envs.sandbox.Sandbox"):
+        registry.make_raw("plan_path", sandbox=5)
+    assert registry.make_raw("plan_path", sandbox=default_sandbox()).sandbox is default_sandbox()

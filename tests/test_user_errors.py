@@ -421,6 +421,15 @@ def test_a_search_backend_that_cannot_run_here(capsys, no_model_loads, monkeypat
     one_line_error(capsys, [command[0], "--env", "mass", *command[1:], "--env-arg", "backend=live", "--env-arg", f"dataset={dataset}"],
                    "live web search is unavailable", "backend='bm25'")
 
+
+@pytest.mark.parametrize("command", [["play"], ["eval", "--model", "tiny-random"]])
+@pytest.mark.parametrize("pair", ["render_mode=human", "sandbox=5"])
+def test_constructor_arguments_that_are_no_options(capsys, no_model_loads, command, pair):
+    """render_mode once made play fail on two render modes ("got multiple values for keyword argument"), and
+    sandbox=5 was taken, to fail in the first tool call (play: an AttributeError traceback)."""
+    one_line_error(capsys, [command[0], "--env", "plan_path", *command[1:], "--env-arg", pair],
+                   f"--env-arg {pair.split('=')[0]} is no environment option", "drop it")
+
 @pytest.mark.parametrize("command", [["play", "--agent", "oracle"], ["eval", "--model", "tiny-random"], ["train", "--model", "tiny-random"],
                                      ["sft", "--model", "tiny-random"]])
 def test_an_unknown_env_option_names_the_options(capsys, no_model_loads, command):
