@@ -162,6 +162,10 @@ def cmd_train(args: argparse.Namespace) -> int:
             from llm_marl.runs import RunDir
 
             base = RunDir.open(args.resume).load_config()
+            if not isinstance(base.get("run"), dict):  # e.g. an sft run: training into it would replace its adapters
+                what = "an `llm-marl sft` run, which cannot be resumed" if "sft" in base else "not a `llm-marl train` run"
+                raise ValueError(f"{args.resume} is {what}: start a new run from its adapters with --init-adapters "
+                                 f"{shlex.quote(str(args.resume))}")
             for section, cls in _train_sections().items():  # a hand-edited config.json is checked like a --config file
                 if cls is not None and isinstance(base.get(section), dict):
                     base[section] = typed_values(cls, base[section], f"{Path(args.resume) / 'config.json'}: {section}")

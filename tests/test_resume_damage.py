@@ -228,3 +228,14 @@ def test_a_resume_whose_roles_differ_from_the_checkpoints_stops_at_the_newest(tm
     assert err[-1] == (f"llm-marl: error: {tmp_path / 'r' / 'checkpoints' / 'step_000001'} holds adapters ['planner', 'tool'], "
                        "this run trains ['planner']: resume with the run's own --policy and --env-arg mode")
     assert not any("trying an older one" in line for line in err) and steps_logged(tmp_path / "r") == [1]
+
+
+def test_an_sft_run_is_not_resumed_but_named_for_init_adapters(tmp_path, capsys):
+    """--resume of an sft run once trained RL from fresh adapters into it, replacing the SFT adapters with them."""
+    sft = tmp_path / "sft"
+    (sft / "adapters").mkdir(parents=True)
+    (sft / "config.json").write_text(json.dumps({"sft": {"env": "plan_path"}, "model": {"model": "tiny-random"}}))
+    assert main(["train", "--resume", str(sft), "--steps", "1", "--max-new-tokens", "4", "--no-progress", "--report-to", "none"]) == 2
+    assert capsys.readouterr().err == (f"llm-marl: error: {sft} is an `llm-marl sft` run, which cannot be resumed: start a new run "
+                                       f"from its adapters with --init-adapters {sft}\n")
+    assert sorted(p.name for p in sft.iterdir()) == ["adapters", "config.json"]
