@@ -400,9 +400,11 @@ def test_non_numeric_env_arg(capsys, no_model_loads, argv):
 
 def test_play_a_configuration_without_instances(capsys):
     """A 4x4 Sokoban room has a 2x2 floor, where no box can be pushed: the reset finds no level, and play
-    once printed its ValueError as a traceback (eval already made it one line)."""
+    once printed its ValueError as a traceback (eval already made it one line). The fix there is a larger
+    room, which the message once left out (it named reverse_steps, which no env option sets)."""
     one_line_error(capsys, ["play", "--env", "sokoban", "--env-arg", "height=4", "--env-arg", "width=4",
-                            "--env-arg", "inner_walls=0"], "no Sokoban level satisfies", "loosen min/max_solution_moves")
+                            "--env-arg", "inner_walls=0"], "no Sokoban level satisfies", "loosen min/max_solution_moves",
+                   "enlarge the room (height, width)")
 
 
 @pytest.mark.parametrize("command", [["play"], ["eval", "--model", "tiny-random"], ["train", "--model", "tiny-random"]])

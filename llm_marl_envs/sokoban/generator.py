@@ -148,6 +148,6 @@ def generate(rng: np.random.Generator, config: SokobanConfig = SokobanConfig()) 
             continue
         return SokobanInstance(state, tuple(solution))
     raise ValueError(
-        f"no Sokoban level satisfies {config} in {MAX_TRIES} tries; loosen min/max_solution_moves, "
-        "raise reverse_steps, or lower inner_walls"
+        f"no Sokoban level satisfies {config} in {MAX_TRIES} tries; loosen min/max_solution_moves, enlarge the room "
+        "(height, width), lower inner_walls, or raise reverse_steps (a SokobanConfig field)"
     )
