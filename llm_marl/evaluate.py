@@ -91,7 +91,10 @@ def evaluate(engine: Engine, env: str, *, n: int | None = None, split: str = "te
 
     `on_wave` is the rollout's progress callback (`llm_marl.rollout.rollout`).
     """
+    from llm_marl_envs.registry import get
+
     tasks = episode_tasks(env, n, split, seed, env_kwargs)
+    env = get(env).name  # the result names the environment as play and train do, not by the alias given
     out = rollout(tasks, parallel(1), engine, sigma=sigma, sampling=sampling, on_wave=on_wave)
     returns: dict[str, list[float]] = defaultdict(list)
     for episode in out.episodes:

@@ -307,6 +307,13 @@ def test_split_all_plays_every_row_once(seven):
     assert sorted(asked) == sorted(r["question"] for r in SEVEN)
 
 
+
+@pytest.mark.parametrize("alias", ["math_v0", "llm_marl/Math-v0"])
+def test_a_result_names_the_env_and_not_the_alias_given(seven, alias):
+    """`eval --env llm_marl/Math-v0` once wrote "env": "llm_marl/Math-v0" where play and train write "math"."""
+    result = evaluate(ScriptedEngine(_answer), alias, split="all", env_kwargs={"dataset": str(seven), "mode": "reasoner"})
+    assert result["env"] == "math" and result["episodes"] == 7
+
 def test_split_all_reaches_code_and_search_datasets(tmp_path):
     code = episode_tasks("code", None, "all", env_kwargs={"problems": str(FIXTURES / "code_apps.jsonl")})
     assert [t.options["instance"].problem.id for t in code] == ["4001", "4003"]
