@@ -489,10 +489,7 @@ def _train(config: TrainConfig, resume: str | None, log: Any, engine_factory: An
         policy.save(run.path / "adapters")
         if run_cfg.eval_episodes:
             held_out_eval(config, engine, policy, run.path / EVAL_AFTER, "after training", log, bars)
-    except KeyboardInterrupt as exc:
-        what, code = stopped_by(exc)
-        raise TrainingInterrupted(interrupted_message(run, current, resume, what), code) from None
-    except BaseException as exc:
+    except BaseException as exc:  # Ctrl-C and SIGTERM too: a start stopped before any step leaves nothing behind either
         if isinstance(exc, Exception) and not isinstance(exc, (RunDirError, ClusterError)) and out_of_space(exc, run.path):
             exc = RunDirError(f"no space left where {run.path} is ({type(exc).__name__}: {exc}); free some space")
         run.discard_unfinished_checkpoints()
@@ -501,6 +498,9 @@ def _train(config: TrainConfig, resume: str | None, log: Any, engine_factory: An
                 tracker.close()
                 tracker = None
             shutil.rmtree(run.path, ignore_errors=True)  # a start that failed leaves nothing behind
+        if isinstance(exc, KeyboardInterrupt):
+            what, code = stopped_by(exc)
+            raise TrainingInterrupted(interrupted_message(run, current, resume, what), code) from None
         if isinstance(exc, (ClusterError, RunDirError)):
             failed = interrupted_message(run, current, resume).replace('interrupted during', 'failed in')
             raise type(exc)(f"{exc}; {failed}") from None

@@ -111,3 +111,20 @@ def test_a_stopped_run_names_the_step_in_progress(tmp_path):
     assert str(stopped.value) == (f"interrupted during step 2; the last checkpoint is {tmp_path / 'r' / 'checkpoints' / 'step_000001'} "
                                   f"(step 1); continue with: llm-marl train --resume {tmp_path / 'r'}")
     assert stopped.value.exit_code == 130
+
+
+def test_a_run_stopped_before_its_first_step_ended_is_removed_as_it_says(tmp_path):
+    """The message said the run directory was removed, but Ctrl-C and SIGTERM skipped the removal a failed start gets."""
+    from llm_marl.config import ModelConfig, RunConfig
+    from llm_marl.interrupts import Terminated
+    from llm_marl.trainer import TrainConfig, TrainingInterrupted, train
+
+    def reply(request, k):
+        raise Terminated  # SIGTERM during step 1's rollout
+
+    config = TrainConfig(model=ModelConfig(model="tiny-random", lora_r=4, lora_alpha=8),
+                         run=RunConfig(env="plan_path", env_args=QUICK, steps=2, out_dir=str(tmp_path), run_name="r", progress=False))
+    with pytest.raises(TrainingInterrupted) as stopped:
+        train(config, log=lambda *_: None, engine_factory=lambda policy: ScriptedEngine(reply))
+    assert str(stopped.value) == f"terminated (SIGTERM) during step 1; nothing was trained yet, so {tmp_path / 'r'} was removed"
+    assert stopped.value.exit_code == 143 and not (tmp_path / "r").exists()
