@@ -124,8 +124,19 @@ class TrainConfig:
 
 # ---------------------------------------------------------------------------- seeds
 def step_seeds(seed: int, step: int, count: int) -> list[int]:
-    """`count` seeds for step `step` of a run seeded `seed` (SeedSequence, never seed + i)."""
-    return [int(x) for x in np.random.SeedSequence([seed, step]).generate_state(count, dtype=np.uint32)]
+    """`count` distinct seeds for step `step` of a run seeded `seed` (SeedSequence, never seed + i).
+
+    32-bit words repeat by chance (with 1024 tasks a step, run seed 0 drew one seed twice at step 119), and a task
+    twice is a task id twice, which the rollout refuses: every step of the run would stop there, also when resumed.
+    A repeat is left out and the stream's next words fill in; its first `count` words are these words, so seeds
+    without repeats are the ones drawn before.
+    """
+    sequence, n = np.random.SeedSequence([seed, step]), count
+    while True:
+        seeds = list(dict.fromkeys(int(x) for x in sequence.generate_state(n, dtype=np.uint32)))
+        if len(seeds) >= count:
+            return seeds[:count]
+        n += count - len(seeds)
 
 
 # ---------------------------------------------------------------------------- update

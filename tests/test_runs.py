@@ -229,3 +229,18 @@ def test_metrics_jsonl_stays_json_with_a_nan_loss(tmp_path):
     assert json.loads(line, parse_constant=refuse) == {"step": 1, "loss/shared/total": None, "loss/shared/grad_norm": None,
                                                        "reward/x": 0.5, "n": 3, "note": "text"}
     assert run.metrics()[0]["loss/shared/total"] is None
+
+
+def test_a_steps_seeds_are_distinct_and_those_without_repeats_unchanged():
+    """With --envs-per-step 1024, run seed 0 drew one 32-bit seed twice at step 119: a task id twice, which the rollout
+    refuses ('task ids must be unique'), so the run stopped there with a traceback, and again at each resume."""
+    import numpy as np
+
+    from llm_marl.trainer import step_seeds
+
+    words = [int(x) for x in np.random.SeedSequence([0, 119]).generate_state(1024, dtype=np.uint32)]
+    assert len(set(words)) < 1024
+    seeds = step_seeds(0, 119, 1024)
+    assert len(set(seeds)) == len(seeds) == 1024 and seeds[:100] == words[:100]
+    for step in (1, 2, 150):  # a run's seeds are those it drew before (a resumed run repeats its steps)
+        assert step_seeds(0, step, 32) == [int(x) for x in np.random.SeedSequence([0, step]).generate_state(32, dtype=np.uint32)]
