@@ -99,10 +99,11 @@ class RunDir:
 
     # ------------------------------------------------------------------ creation
     @classmethod
-    def create(cls, root: str | Path, env: str, algo: str, seed: int, name: str | None = None) -> RunDir:
+    def create(cls, root: str | Path, env: str, algo: str, seed: int, name: str | None = None, resumable: bool = True) -> RunDir:
         """A new run directory under `root`: `name`, else `<env>__<algo>__<seed>__<time>`, with `-2`, `-3`, ...
         added when another run took that name (runs of a sweep started in the same second). One process
-        claims a folder by making its `trajectories/` (`mkdir` fails for every other), so two runs never share one."""
+        claims a folder by making its `trajectories/` (`mkdir` fails for every other), so two runs never share one.
+        `resumable`: whether a run that took the name can be continued with `--resume` (sft's cannot)."""
         base = Path(root) / (name or f"{env}__{algo}__{seed}__{time.strftime('%Y%m%d-%H%M%S')}")
         for n in range(1, 1000):
             run = cls(base if n == 1 else base.with_name(f"{base.name}-{n}"))
@@ -114,7 +115,8 @@ class RunDir:
                 raise RunDirError(f"cannot create the run directory {run.path} ({exc.strerror or exc}): pass a writable --out-dir") from None
             if name:
                 break
-        raise RunDirError(f"run directory {run.path} already exists; pass --resume {shlex.quote(str(run.path))} to continue it or choose another --run-name")
+        resume = f"pass --resume {shlex.quote(str(run.path))} to continue it or " if resumable else ""
+        raise RunDirError(f"run directory {run.path} already exists; {resume}choose another --run-name")
 
     def _claim(self) -> bool:
         """Make the run's folders; False where another process made `trajectories/` first."""

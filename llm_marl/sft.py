@@ -267,7 +267,7 @@ def run_sft(config: SFTConfig, model: Any, transcripts: list[dict[str, Any]], he
     examples, skipped = build_examples(policy, transcripts, config.max_length)
     heldout_examples = build_examples(policy, heldout, config.max_length)[0] if heldout else []
     # Named by the environment's name, also when --env gave its module or PettingZoo id (which holds a '/').
-    run = RunDir.create(config.out_dir, get_env(config.env).name, "sft", config.seed, name=config.run_name or None)
+    run = RunDir.create(config.out_dir, get_env(config.env).name, "sft", config.seed, name=config.run_name or None, resumable=False)
     try:  # Ctrl-C, SIGTERM or a failure: SFT cannot resume, so a half-trained run is of no use
         run.save_config({"sft": dataclasses.asdict(config), "model": dataclasses.asdict(model), "resolved_env_args": env_kwargs})
         record(run.path, versions(get_env(config.env).module, str(policy.device)), log)

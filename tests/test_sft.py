@@ -79,6 +79,17 @@ def test_an_env_given_by_its_pettingzoo_id_names_the_run_by_the_env(tmp_path):
     assert run.name.startswith("plan_path__sft__0__") and (run / "adapters").is_dir()
 
 
+def test_a_run_name_taken_is_one_line_without_resume_advice(tmp_path, capsys):
+    """sft has no --resume, which the error once advised (`llm-marl sft --resume` is an unrecognized argument)."""
+    (tmp_path / "s").mkdir()
+    (tmp_path / "s" / "notes.txt").write_text("mine")
+    assert main(["sft", "--env", "plan_path", *TINY_ARGS, "--model", "tiny-random", "--demos", "1", "--heldout-demos", "0",
+                 "--out-dir", str(tmp_path), "--run-name", "s"]) == 2
+    last = capsys.readouterr().err.splitlines()[-1]
+    assert last == f"llm-marl: error: run directory {tmp_path / 's'} already exists; choose another --run-name"
+    assert [p.name for p in (tmp_path / "s").iterdir()] == ["notes.txt"]
+
+
 @pytest.fixture(scope="module")
 def per_role() -> PolicySet:
     return PolicySet.from_pretrained("tiny-random", roles=["tool", "planner"], policy="per-role", seed=0)
