@@ -145,11 +145,12 @@ def test_fork_shares_what_never_changes(sandbox):
     assert child.infos is not env.infos and child.rewards is not env.rewards and child.history is not env.history
 
 
-def test_wrapped_env_forks_through_the_wrappers(sandbox):
+@pytest.mark.parametrize("how", ["core.base.fork(env)", "env.fork()"])
+def test_wrapped_env_forks_through_the_wrappers(sandbox, how):
     env = llm_marl_envs.registry.make("plan_path", sandbox=sandbox)
     env.reset(seed=2)
-    child = llm_marl_envs.core.base.fork(env)
-    assert type(child) is type(env) and child.unwrapped is not env.unwrapped
+    child = llm_marl_envs.core.base.fork(env) if how == "core.base.fork(env)" else env.fork()
+    assert type(child) is type(env) and type(child.env) is type(env.env) and child.unwrapped is not env.unwrapped
     before = snapshot(env)
     play(child, make_oracle("plan_path"), 2)
     assert snapshot(env) == before

@@ -7,6 +7,16 @@ from typing import Any
 
 from pettingzoo.utils import wrappers
 
+from .base import fork
+
+
+class OrderEnforcingWrapper(wrappers.OrderEnforcingWrapper):
+    """PettingZoo's call-order check, whose `fork()` copies the wrappers with the env: an attribute it lacks
+    is looked up on the env it wraps, so `fork()` reached the raw env's, which copies the raw env alone."""
+
+    def fork(self) -> OrderEnforcingWrapper:
+        return fork(self)
+
 
 def make_env_fn(raw_env: Callable[..., Any]) -> Callable[..., Any]:
     """Build `env(**kwargs)`: out-of-bounds and call-order checks around `raw_env(**kwargs)`.
@@ -18,7 +28,7 @@ def make_env_fn(raw_env: Callable[..., Any]) -> Callable[..., Any]:
     def env(**kwargs: Any) -> Any:
         wrapped = raw_env(**kwargs)
         wrapped = wrappers.AssertOutOfBoundsWrapper(wrapped)
-        return wrappers.OrderEnforcingWrapper(wrapped)
+        return OrderEnforcingWrapper(wrapped)
 
     env.__doc__ = raw_env.__doc__
     return env
