@@ -192,6 +192,14 @@ def test_a_timeout_that_is_no_number_of_seconds(capsys, command, timeout):
                             "--api-timeout", timeout], "--api-timeout must be a number of seconds > 0")
 
 
+@pytest.mark.parametrize("command", ["play", "eval"])
+def test_a_negative_retry_count_is_refused(capsys, command):
+    """--api-retries -1 was taken for 0 without a word."""
+    flag = ["--agent", "api"] if command == "play" else ["--engine", "api", "--n", "1"]
+    one_line_error(capsys, [command, *PLANNER, *flag, "--base-url", f"http://127.0.0.1:{closed_port()}/v1", "--model", "m",
+                            "--api-retries", "-1"], "--api-retries must be a whole number >= 0, got -1")
+
+
 # -------------------------------------------------------------------------------- the judges, same server
 def judge_config(base_url: str, model: str, **kw):
     from llm_marl_envs.search.judge import JudgeConfig

@@ -64,7 +64,9 @@ class APIEngine:
         self.url = self.base_url + "/chat/completions"
         self.model = model
         self.timeout_s = timeout_s
-        self.max_retries = max(0, max_retries)
+        if max_retries < 0:  # once quietly taken for 0
+            raise ValueError(f"--api-retries must be a whole number >= 0, got {max_retries}")
+        self.max_retries = max_retries
         self.max_concurrency = max(1, max_concurrency)
         self.request_logprobs = request_logprobs
         self.thinking = thinking
