@@ -125,7 +125,14 @@ def make_agent(kind: str, env_name: str, seed: int, args: argparse.Namespace | N
     if kind == "api":
         from agents.llm import LLMAgent
 
-        return LLMAgent(make_api_engine(args, "--agent api"))  # an OpenAICompatibleAgent, with the CLI's one-line errors
+        from llm_marl.engines import SamplingParams
+
+        try:
+            sampling = SamplingParams(temperature=args.temperature, max_new_tokens=args.max_new_tokens)
+        except ValueError as exc:
+            raise UserError(str(exc)) from None
+        # an OpenAICompatibleAgent, with the CLI's one-line errors
+        return LLMAgent(make_api_engine(args, "--agent api"), sampling=sampling)
     if kind == "oracle":
         from agents.oracle import make_oracle
 
@@ -251,6 +258,8 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     p.add_argument("--thinking", action=argparse.BooleanOptionalAction, default=None,
                    help="with --agent api: ask the server to let a thinking model (Qwen3) reason before each reply, or not "
                         "(its chat template's enable_thinking); default: the server's")
+    p.add_argument("--temperature", type=float, default=0.0, help="with --agent api: sampling temperature (0: greedy)")
+    p.add_argument("--max-new-tokens", type=int, default=256, help="with --agent api: longest reply, in tokens")
     p.set_defaults(func=cmd_play)
 
     from llm_marl import train_cli

@@ -102,6 +102,17 @@ def test_play_agent_api_plays_an_episode_with_a_served_model(capsys, server, mon
     assert "=== episode over: success ===" in out
     assert _Server.seen and all(s["auth"] == "Bearer sk-flag" and s["model"] == "oracle" for s in _Server.seen)
     assert _Server.seen[0]["messages"][-1]["role"] == "user"
+    assert all(s["temperature"] == 0.0 and s["max_tokens"] == 256 for s in _Server.seen)  # greedy, 256 tokens
+
+
+def test_play_agent_api_takes_the_sampling_flags(capsys, server):
+    """--temperature and --max-new-tokens reach the server (the agent once sent greedy, 256 tokens, whatever was
+    given), and bad values are one line."""
+    assert main(["play", *PLANNER, "--agent", "api", "--base-url", f"{server}/v1", "--model", "oracle", "--quiet",
+                 "--temperature", "0.7", "--max-new-tokens", "40"]) == 0
+    assert _Server.seen and all(s["temperature"] == 0.7 and s["max_tokens"] == 40 for s in _Server.seen)
+    one_line_error(capsys, ["play", *PLANNER, "--agent", "api", "--base-url", f"{server}/v1", "--model", "oracle",
+                            "--max-new-tokens", "0"], "--max-new-tokens must be >= 1")
 
 
 @pytest.mark.parametrize("flag, sent", [([], None), (["--thinking"], {"enable_thinking": True}),
