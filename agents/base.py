@@ -61,7 +61,11 @@ def run_episode(env: Any, agent: Agent | dict[str, Agent], *, seed: int | None =
         if terminated or truncated:
             env.step(None)
             continue
-        env.step(agents[role].act(role, observation))
+        reply = agents[role].act(role, observation)
+        # A runaway reply (a served model's 32k tokens, say) is cut at the action space's length: past it, the
+        # wrapped env's bounds check stops the episode; the env judges what is left, as any malformed reply.
+        limit = getattr(env.action_space(role), "max_length", None)
+        env.step(reply[:limit] if isinstance(reply, str) and limit is not None else reply)
         steps += 1
         errors[role] += env.infos[role].get("parse_error") is not None
         if render:

@@ -119,6 +119,20 @@ def test_random_and_garbage_agents_never_crash(name, mode, agent_kind, fast_sand
             assert sum(result.parse_errors.values()) >= 1
 
 
+def test_a_runaway_reply_is_judged_not_a_crash(fast_sandbox):
+    """A reply longer than the action space allows (a served model's runaway output) once stopped `play` with the
+    wrapped env's bounds assertion: the episode loop cuts it at the limit, and the env penalises it."""
+    from llm_marl_envs.core.spaces import MAX_ACTION_CHARS
+
+    class Runaway(RandomAgent):
+        def act(self, role, observation):
+            return "#### " + "[U, " * MAX_ACTION_CHARS
+
+    env = make("plan_path", sandbox=fast_sandbox)
+    result = run_episode(env, Runaway("plan_path", 0), seed=0, split="val")
+    assert result.steps >= 1 and sum(result.parse_errors.values()) >= 1
+
+
 @pytest.mark.parametrize("name", ENVS)
 def test_fork_is_independent(name):
     env = llm_marl_envs.registry.make_raw(name)
