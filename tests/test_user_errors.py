@@ -583,6 +583,10 @@ def test_train_with_damaged_init_adapter_weights(capsys, tiny_adapters, tmp_path
     (["--engine", "vllm", "--lora-r", "1024"], "--engine vllm serves LoRA ranks up to 512, got --lora-r 1024"),
     # Read per query in the first rollout: this one was a traceback in step 1, after the model loaded.
     (["--algo", "mhgpo", "--sampling", "rr", "--fork-probs", "0.5,0.2,0.3"], "--fork-probs has 3 values for 2 roles (tool, planner)"),
+    # NaN and inf reached int() and Ray: tracebacks after the model loaded.
+    (["--engines", "1", "--cpus-per-actor", "nan"], "--cpus-per-actor > 0, each a finite number"),
+    (["--engines", "1", "--gpus-per-engine", "inf"], "--gpus-per-engine and --gpus-per-trainer-rank must be >= 0"),
+    (["--engines", "1", "--remote-timeout-s", "inf"], "--remote-timeout-s must be > 0 and finite (seconds), got inf"),
 ])
 def test_train_values_out_of_range(capsys, no_model_loads, flags, needle):
     """Each of these once ran (a zero --grad-clip trains nothing; an infinite temperature samples uniformly) or ended

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from llm_marl.config import opt
@@ -34,10 +35,11 @@ class ClusterConfig:
                 raise ValueError(f"--{name.replace('_', '-')} must be >= 0, got {getattr(self, name)}")
         if self.trainer_ranks < 1:
             raise ValueError(f"--trainer-ranks must be >= 1, got {self.trainer_ranks}")
-        if self.gpus_per_engine < 0 or self.gpus_per_trainer_rank < 0 or self.cpus_per_actor <= 0:
-            raise ValueError("--gpus-per-engine and --gpus-per-trainer-rank must be >= 0, --cpus-per-actor > 0")
-        if self.remote_timeout_s <= 0:
-            raise ValueError(f"--remote-timeout-s must be > 0, got {self.remote_timeout_s}")
+        # Written as ranges that NaN fails too: NaN and inf reached Ray and int() as tracebacks once the model had loaded.
+        if not (0 <= self.gpus_per_engine < math.inf and 0 <= self.gpus_per_trainer_rank < math.inf and 0 < self.cpus_per_actor < math.inf):
+            raise ValueError("--gpus-per-engine and --gpus-per-trainer-rank must be >= 0, --cpus-per-actor > 0, each a finite number")
+        if not 0 < self.remote_timeout_s < math.inf:
+            raise ValueError(f"--remote-timeout-s must be > 0 and finite (seconds), got {self.remote_timeout_s}")
         if self.rollout_workers and not self.engines:
             self.engines = 1  # workers need engine actors to call
 
