@@ -1,4 +1,4 @@
-"""deep_search_v1: parsers, MATPO rewards computed by hand, worker contexts and summaries, limits,
+"""deep_search_v2: parsers, MATPO rewards computed by hand, worker contexts and summaries, limits,
 the oracle per hop count, a planner that never delegates, the judge, and SHARP-style worker masking."""
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from hypothesis import strategies as st
 
 from agents import run_episode
 from agents.oracle.deep_search import DeepSearchOracle, tool_call
-from llm_marl_envs import deep_search_v1
+from llm_marl_envs import deep_search_v2
 from llm_marl_envs.core.instances import split_of
-from llm_marl_envs.deep_search.parse import extract_boxed, find_tool_call, missing_headings
+from llm_marl_envs.deep_search.parse import extract_boxed, find_tool_call, missing_headings, unwrap_text_commands
 from llm_marl_envs.search.miniwiki import build
 
 FIXTURES = Path(__file__).parent / "fixtures" / "search"
@@ -38,7 +38,7 @@ def question(hops: int = 2, seed: int = 0):
 
 
 def fresh(q=None, **kw):
-    env = deep_search_v1.raw_env(**kw)
+    env = deep_search_v2.raw_env(**kw)
     env.reset(seed=0, options={"instance": q or question()})
     return env
 
@@ -135,6 +135,27 @@ def test_answering_without_delegating_earns_no_format_score(answer, acc):
     assert (info["parse_error"] is not None) == (answer == "")
 
 
+@pytest.mark.parametrize("wrapped", ["\\text{@}", "\\textbf{@}", "\\mathrm{@}", "\\textit{\\text{@}}", "\\emph {@}",
+                                     "\\text{ @ }"])
+def test_a_boxed_answer_in_latex_text_wrappers_scores_its_text(wrapped):
+    """Models trained on math box a name as \\boxed{\\text{Paris}}: v1 normalised it to 'textparis' (acc 0)."""
+    q = question()
+    env = fresh(q)
+    (reward, info), = play(env, [("planner", f"So it is \\boxed{{{wrapped.replace('@', q.answer)}}}.")])
+    assert info["answer"] == q.answer and info["em"] == 1.0 and info["acc"] == 1.0 and reward == pytest.approx(0.9)
+    (_, info), = play(fresh(q), [("planner", "\\boxed{\\text{}}")])
+    assert info["parse_error"] == "empty \\boxed{} answer" and info["answer"] == ""
+
+
+def test_unwrap_text_commands():
+    assert unwrap_text_commands("\\text{New} \\textbf{York}") == "New York"
+    assert unwrap_text_commands("\\mathbf{\\text{x}}^{2}") == "x^{2}"
+    for kept in ["Paris", "x^{2}", "\\frac{1}{2}", "\\textcolor{red}{x}", "\\text{open", "\\texts{x}"]:
+        assert unwrap_text_commands(kept) == kept
+    deep = "\\text{" * 50_000 + "x" + "}" * 50_000  # one pass: linear in the answer
+    assert unwrap_text_commands(deep) == "x"
+
+
 def test_token_f1_is_reported():
     q = question(seed=3)
     env = fresh(q)
@@ -203,7 +224,7 @@ def test_single_agent_variant_by_hand():
 
 
 def test_dataset_questions(tmp_path):
-    env = deep_search_v1.raw_env(dataset=str(FIXTURES / "musique_sample.jsonl"))
+    env = deep_search_v2.raw_env(dataset=str(FIXTURES / "musique_sample.jsonl"))
     # Records are assigned to splits by content hash, like generated questions.
     for q in env.source.questions:
         env.reset(seed=1, options={"split": split_of(q.key())})
@@ -222,14 +243,14 @@ def test_bad_arguments_raise():
                             ({"backend": "live"}, "fictional mini-wiki"), ({"corpus_seed": -1}, "corpus_seed must be"),
                             ({"runtime": "direct"}, "runtime must be a SearchRuntime")]:
         with pytest.raises(ValueError, match=message):
-            deep_search_v1.raw_env(**kwargs)
+            deep_search_v2.raw_env(**kwargs)
 
 
 # ---------------------------------------------------------------------------------------- oracle and baselines
 @pytest.mark.parametrize("mode", ["mas", "single"])
 @pytest.mark.parametrize("hops", [2, 3, 4])
 def test_oracle_reaches_95_percent_exact_match_per_hop_count(mode, hops):
-    env = deep_search_v1.env(mode=mode, hops=hops)
+    env = deep_search_v2.env(mode=mode, hops=hops)
     oracle = DeepSearchOracle()
     results = [run_episode(env, oracle, seed=seed, split="test") for seed in range(200)]
     assert sum(r.success for r in results) >= 0.95 * 200
@@ -242,7 +263,7 @@ def test_a_planner_that_never_delegates_scores_near_zero():
     train = [wiki.sample_question(np.random.default_rng(s)) for s in range(300)]
     answers = [q.answer for q in train]
     common = max(set(answers), key=answers.count)
-    env = deep_search_v1.raw_env()
+    env = deep_search_v2.raw_env()
     total = 0.0
     hits = 0
     for seed in range(200):
@@ -282,11 +303,12 @@ def test_optional_llm_judge(monkeypatch):
         q = question()
         url = f"http://127.0.0.1:{server.server_port}/v1"
         env = fresh(q, judge={"base_url": url, "model": "judge-model", "api_key_env": "JUDGE_KEY"})
-        (reward, info), = play(env, [("planner", "\\boxed{a paraphrase the judge accepts}")])
+        (reward, info), = play(env, [("planner", "\\boxed{\\text{a paraphrase the judge accepts}}")])
         assert info["em"] == 0.0 and info["acc"] == 1.0 and info["judge"] == {"correct": True, "error": None}
         path, body, auth = _Judge.seen[-1]
         assert path == "/v1/chat/completions" and body["model"] == "judge-model" and auth == "Bearer sk-test"
         assert q.answer in body["messages"][0]["content"]
+        assert "a paraphrase the judge accepts" in body["messages"][0]["content"] and "\\text" not in body["messages"][0]["content"]
     finally:
         server.shutdown()
         server.server_close()
@@ -298,7 +320,7 @@ def test_optional_llm_judge(monkeypatch):
 # ---------------------------------------------------------------------------------------- SHARP: mask one worker
 def test_masking_one_worker_by_replay_changes_the_outcome():
     """SHARP Eq. 11 needs R_acc(τ) - R_acc(τ without worker m): fork at worker m's summary and replace it."""
-    env = deep_search_v1.raw_env(hops=2)
+    env = deep_search_v2.raw_env(hops=2)
     oracle = DeepSearchOracle()
     env.reset(seed=5, options={"split": "test"})
     forks = {}

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from llm_marl_envs.code.parse import parse_code, parse_test
 from llm_marl_envs.core.text import extract_code, extract_final_answer, parse_moves, tag_spans
-from llm_marl_envs.deep_search.parse import extract_boxed, find_tool_call, missing_headings
+from llm_marl_envs.deep_search.parse import extract_boxed, find_tool_call, missing_headings, unwrap_text_commands
 from llm_marl_envs.deep_search.prompts import SUMMARY_HEADINGS
 from llm_marl_envs.mass.parse import parse_answer, parse_rewrite, parse_selection, parse_single
 from llm_marl_envs.math.verify import answers_match, extract_answer, extract_printed_answer
@@ -36,6 +36,7 @@ PARSERS = {
     "deep_search.find_tool_call": find_tool_call,
     "deep_search.extract_boxed": extract_boxed,
     "deep_search.missing_headings": missing_headings,
+    "deep_search.unwrap_text_commands": unwrap_text_commands,
     "mass.parse_rewrite": lambda t: parse_rewrite(t, "Who?"),
     "mass.parse_selection": lambda t: parse_selection(t, 10),
     "mass.parse_answer": parse_answer,

@@ -1,4 +1,4 @@
-"""One training step of MHGPO (each sampling) on mass_v1 and of SHARP on deep_search_v1 with tiny-random,
+"""One training step of MHGPO (each sampling) on mass_v1 and of SHARP on deep_search_v2 with tiny-random,
 `--credit shapley` with the DPO failure route, and the CLI's paper defaults (issue 6).
 
 MHGPO runs through the real HF engine. tiny-random's replies earn nearly constant rewards, so

@@ -2,7 +2,7 @@
 
 | | |
 |---|---|
-| Creation | `llm_marl_envs.deep_search_v1.env()` / `pettingzoo.make("aec", "llm_marl/DeepSearch-v1")` |
+| Creation | `llm_marl_envs.deep_search_v2.env()` / `pettingzoo.make("aec", "llm_marl/DeepSearch-v2")` |
 | Agents | `planner`, `worker_0` ... `worker_{W-1}` (mode "mas", W = `max_calls`); `planner` alone with the search tools (mode "single") |
 | Turn order | planner; each valid `search_and_browse` call hands the turn to the next unused worker until it has written its summary; then the planner again |
 | Observation | `{"messages": [chat in OpenAI format], "turn": int}` (turn = agent steps so far in the episode) |
@@ -57,8 +57,9 @@ and `fetch` `{"url": str}`. Arguments are checked before they leave the environm
 most 1,000 characters, a URL at most 2,048, and both must be text (no lone surrogates such as a
 JSON `"\\ud800"` escape, no control characters); a call that breaks a rule is invalid and the
 agent's (fmt 0), and the tool never sees it. A planner reply without a tool call is its final
-answer: the content of the last `\\boxed{...}`. A worker reply without a tool call ends its tool
-phase; the worker is then asked for MATPO's summary (headings `## Conclusion`, `## Supporting
+answer: the content of the last `\\boxed{...}`, without LaTeX text wrappers (`\\boxed{\\text{Paris}}`
+answers `Paris`, as do `\\textbf{}`, `\\mathrm{}`, `\\emph{}`...; the judge sees the same answer).
+A worker reply without a tool call ends its tool phase; the worker is then asked for MATPO's summary (headings `## Conclusion`, `## Supporting
 Information`, `## Observations`, `## Contribution to Main Task`) unless that reply already has all
 four headings.
 After M tool calls the summary is requested with the note that the worker ran out of calls. The
@@ -70,7 +71,7 @@ planner's final infos.
 
 | term | who | value | coefficient |
 |---|---|---|---|
-| acc | planner, final step | normalised exact match of the boxed answer against the answer and its aliases (or the judge's verdict when `judge` is set) | λ = 0.9 |
+| acc | planner, final step | normalised exact match of the boxed answer (LaTeX text wrappers such as `\\text{}` removed) against the answer and its aliases (or the judge's verdict when `judge` is set) | λ = 0.9 |
 | fmt (mas) | planner, final step | 0.5·fmt_p + 0.5·fmt_w; fmt_p = valid planner calls / planner calls; fmt_w = mean over the workers that ran of valid calls / calls | 1 - λ = 0.1 |
 | fmt (single) | planner, final step | valid tool calls / tool calls | 0.1 |
 | fmt | intermediate planner step | 1 if this reply's call was valid, else 0 (team 0) | 0.1 |
@@ -92,6 +93,10 @@ Termination: the planner's final answer ends the episode (terminated when acc = 
 else truncated). The planner's (W + 1)-th turn is always final: tools are no longer offered.
 
 Version history:
+- v2: the boxed answer's LaTeX text wrappers (`\\text{}`, `\\textbf{}`, `\\mathrm{}`, `\\emph{}`, ...) are
+  removed before it is scored or judged; in v1 `\\boxed{\\text{Paris}}` scored acc 0 against the
+  answer "Paris" (normalisation made it "textparis"), and a box holding only an empty wrapper was
+  not an empty answer.
 - v1: tool arguments are checked before they are sent (query and URL length limits; text only: a
   `\\ud800` escape in <arguments> makes the call invalid, for the planner's subtask too); in v0
   such calls could be valid, or (subprocess transport) crash the shared MCP session for every
@@ -119,7 +124,7 @@ from ..search.source import QuestionSource, SearchSourced
 from ..search.text import exact_match, token_f1
 from ..search.tools import SERVER_NAME, TOOL_SCHEMAS, ToolResult
 from . import prompts
-from .parse import ToolCall, extract_boxed, find_tool_call, missing_headings
+from .parse import ToolCall, extract_boxed, find_tool_call, missing_headings, unwrap_text_commands
 
 LAMBDA = 0.9
 """MATPO: reward = 0.9·acc + 0.1·fmt."""
@@ -158,7 +163,7 @@ def _cap(text: str, limit: int) -> str:
 
 
 class raw_env(SearchSourced, TextAECEnv):
-    metadata = {"render_modes": ["human", "ansi"], "name": "deep_search_v1", "is_parallelizable": False}
+    metadata = {"render_modes": ["human", "ansi"], "name": "deep_search_v2", "is_parallelizable": False}
     instance_namespace = "deep_search"
 
     def __init__(self, mode: Mode = "mas", max_calls: int = 5, max_worker_turns: int = 5, max_single_turns: int = 12,
@@ -364,10 +369,10 @@ class raw_env(SearchSourced, TextAECEnv):
     def _finish(self, reply: str) -> Play:
         q: Question = self.instance
         boxed = extract_boxed(reply)
-        self.answer = boxed or ""
+        self.answer = unwrap_text_commands(boxed or "")  # \boxed{\text{Paris}} answers Paris
         em, f1 = exact_match(self.answer, q.golds), token_f1(self.answer, q.golds)
         acc, verdict = em, None
-        if self.judge_config is not None and boxed:
+        if self.judge_config is not None and self.answer:
             ok, error = judge(self.judge_config, q.question, q.answer, self.answer)
             verdict = {"correct": ok, "error": error}
             if ok is not None:
@@ -379,5 +384,5 @@ class raw_env(SearchSourced, TextAECEnv):
             "workers": [w.record() for w in self.workers], "qid": q.qid, "hops": q.n_hops,
         }
         breakdown = RewardBreakdown(team=acc, terms={"fmt": fmt}, coefficients=FMT, mask=1.0, lam=LAMBDA)
-        error = "no \\boxed{} answer" if boxed is None else "empty \\boxed{} answer" if not boxed else None
+        error = "no \\boxed{} answer" if boxed is None else "empty \\boxed{} answer" if not self.answer else None
         return Play(breakdown, next_agent=None, success=acc >= 1.0, parse_error=error, details=details)

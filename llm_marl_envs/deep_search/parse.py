@@ -90,11 +90,8 @@ def _is_text(value: Any) -> bool:
 _BOXED = "\\boxed{"
 
 
-def extract_boxed(text: str) -> str | None:
-    """Content of the last `\\boxed{...}` whose braces close (nested braces allowed); None when there
-    is none. One pass pairs every brace, instead of scanning to the end from each `\\boxed{`."""
-    if _BOXED not in text:
-        return None
+def _closing_braces(text: str) -> dict[int, int]:
+    """The index of each `{` whose brace closes -> the index of its `}` (one pass)."""
     closing: dict[int, int] = {}
     open_at: list[int] = []
     for j, ch in enumerate(text):
@@ -102,6 +99,15 @@ def extract_boxed(text: str) -> str | None:
             open_at.append(j)
         elif ch == "}" and open_at:
             closing[open_at.pop()] = j
+    return closing
+
+
+def extract_boxed(text: str) -> str | None:
+    """Content of the last `\\boxed{...}` whose braces close (nested braces allowed); None when there
+    is none. One pass pairs every brace, instead of scanning to the end from each `\\boxed{`."""
+    if _BOXED not in text:
+        return None
+    closing = _closing_braces(text)
     start = text.rfind(_BOXED)
     while start >= 0:
         brace = start + len(_BOXED) - 1
@@ -109,6 +115,34 @@ def extract_boxed(text: str) -> str | None:
             return text[brace + 1:closing[brace]].strip()
         start = text.rfind(_BOXED, 0, start)
     return None
+
+
+# LaTeX commands that only set text in a font: a model trained on math boxes a name as
+# `\\boxed{\\text{Paris}}`. Their argument is the answer.
+_TEXT_COMMAND = re.compile(r"\\(?:text(?:bf|it|rm|sf|tt|normal|up|sl|sc)?|math(?:rm|bf|it|sf|tt|normal)|emph|mbox)\s*\{")
+
+
+def unwrap_text_commands(answer: str) -> str:
+    """`answer` without its LaTeX text wrappers: `\\text{Paris}` -> `Paris`, `\\textbf{\\text{New}} York`
+    -> `New York` (`\\text`, `\\textbf`, `\\textit`, `\\mathrm`, `\\mathbf`, `\\emph`, ... at any depth).
+    A wrapper whose brace does not close is left as it is. One pass pairs every brace (linear)."""
+    if "\\" not in answer:
+        return answer
+    closing = _closing_braces(answer)
+    drop: list[tuple[int, int]] = []  # [start, end) spans to delete: a command with its `{`, and its `}`
+    for m in _TEXT_COMMAND.finditer(answer):
+        brace = m.end() - 1
+        if brace in closing:
+            drop += [(m.start(), m.end()), (closing[brace], closing[brace] + 1)]
+    if not drop:
+        return answer
+    drop.sort()
+    out, at = [], 0
+    for start, end in drop:
+        out.append(answer[at:start])
+        at = end
+    out.append(answer[at:])
+    return " ".join("".join(out).split())
 
 
 def missing_headings(text: str) -> list[str]:
