@@ -117,8 +117,8 @@ class OptimConfig:
             raise ValueError("--minibatch-size and --epochs must be >= 1")
         if self.micro_batch_size < 0:
             raise ValueError(f"--micro-batch-size must be >= 0 (0: the whole minibatch at once), got {self.micro_batch_size}")
-        if self.kl_beta is not None and self.kl_beta < 0:
-            raise ValueError(f"--kl-beta must be >= 0, got {self.kl_beta}")
+        if self.kl_beta is not None and not 0 <= self.kl_beta < math.inf:  # NaN too: every update's loss would be NaN
+            raise ValueError(f"--kl-beta must be >= 0 and finite, got {self.kl_beta}")
 
 
 LOSS_FIELDS = ("kl_beta", "ratio_level", "loss_agg")

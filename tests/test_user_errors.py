@@ -587,6 +587,14 @@ def test_train_with_damaged_init_adapter_weights(capsys, tiny_adapters, tmp_path
     (["--engines", "1", "--cpus-per-actor", "nan"], "--cpus-per-actor > 0, each a finite number"),
     (["--engines", "1", "--gpus-per-engine", "inf"], "--gpus-per-engine and --gpus-per-trainer-rank must be >= 0"),
     (["--engines", "1", "--remote-timeout-s", "inf"], "--remote-timeout-s must be > 0 and finite (seconds), got inf"),
+    # NaN weights: a NaN credit stopped step 1 with a traceback, or every update's loss was NaN (each skipped, "lower --lr").
+    (["--kl-beta", "nan"], "--kl-beta must be >= 0 and finite, got nan"),
+    (["--dpo-beta", "inf"], "--dpo-beta must be >= 0 and finite, got inf"),
+    (["--alpha", "nan"], "--alpha must be a finite number, got nan"),
+    (["--algo", "matpo", "--fmt-weight", "nan"], "--acc-weight and --fmt-weight must be finite numbers, got 0.9 and nan"),
+    (["--algo", "mhgpo", "--sampling", "rr", "--fork-probs=nan,0.5"], "--fork-probs must be non-negative and sum to 1"),
+    (["--algo", "sharp", "--env", "deep_search", "--gamma", "nan"], "SHARP's weights must be finite numbers, got --alpha 0.9, "
+     "--beta 0.9, --gamma nan, --planner-scale 1.0"),
 ])
 def test_train_values_out_of_range(capsys, no_model_loads, flags, needle):
     """Each of these once ran (a zero --grad-clip trains nothing; an infinite temperature samples uniformly) or ended

@@ -29,6 +29,7 @@ Deviations from the paper:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import Literal
@@ -56,6 +57,8 @@ class Config:
             raise ValueError(f"AT-GRPO needs K >= 2 candidates per group to compare (got K={self.K}); use --K 4")
         if self.reward not in ("eq4", "env"):
             raise ValueError(f"reward must be 'eq4' or 'env', got {self.reward!r}")
+        if not math.isfinite(self.alpha):  # a NaN credit stopped step 1 with a traceback
+            raise ValueError(f"--alpha must be a finite number, got {self.alpha}")
 
 
 def sampling_plan(config: Config) -> SamplingPlan:

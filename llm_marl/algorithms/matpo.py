@@ -27,6 +27,7 @@ Deviations from the paper:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -56,6 +57,8 @@ class Config:
     def __post_init__(self) -> None:
         if self.G < 2:
             raise ValueError(f"MATPO needs G >= 2 rollouts per query to compare (got G={self.G}); use --G 4")
+        if not (math.isfinite(self.acc_weight) and math.isfinite(self.fmt_weight)):  # a NaN credit stopped step 1 with a traceback
+            raise ValueError(f"--acc-weight and --fmt-weight must be finite numbers, got {self.acc_weight} and {self.fmt_weight}")
 
 
 def check_env(env: Any, config: Config) -> None:

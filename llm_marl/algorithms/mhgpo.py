@@ -71,7 +71,7 @@ class Config:
             raise ValueError(f"--sampling must be is, fof or rr, got {self.sampling!r}")
         if self.fork_probs:
             probs = self.probabilities_given()
-            if any(p < 0 for p in probs) or abs(sum(probs) - 1.0) > 1e-6:
+            if not all(0 <= p <= 1 for p in probs) or abs(sum(probs) - 1.0) > 1e-6:  # NaN fails too
                 raise ValueError(f"--fork-probs must be non-negative and sum to 1, got {self.fork_probs!r}")
 
     def probabilities_given(self) -> tuple[float, ...]:

@@ -36,6 +36,7 @@ Deviations from the paper:
 
 from __future__ import annotations
 
+import math
 import zlib
 from collections.abc import Hashable
 from dataclasses import dataclass
@@ -72,6 +73,9 @@ class Config:
             raise ValueError(f"SHARP needs G >= 2 trajectories per query to compare (got G={self.G}); use --G 4")
         if not 0.0 <= self.sparsify_p <= 1.0:
             raise ValueError(f"--sparsify-p must be in [0, 1], got {self.sparsify_p}")
+        weights = {"--alpha": self.alpha, "--beta": self.beta, "--gamma": self.gamma, "--planner-scale": self.planner_scale}
+        if not all(map(math.isfinite, weights.values())):  # a NaN credit stopped step 1 with a traceback
+            raise ValueError("SHARP's weights must be finite numbers, got " + ", ".join(f"{k} {v}" for k, v in weights.items()))
 
 
 def check_env(env: Any, config: Config) -> None:

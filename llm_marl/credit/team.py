@@ -28,6 +28,7 @@ to -v(∅), which still ranks the agents) and add the failure route on top.
 
 from __future__ import annotations
 
+import math
 import zlib
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -58,8 +59,8 @@ class CreditConfig:
     def __post_init__(self) -> None:
         if self.shapley_permutations < 1:
             raise ValueError(f"--shapley-permutations must be >= 1, got {self.shapley_permutations}")
-        if self.dpo_beta < 0:
-            raise ValueError(f"--dpo-beta must be >= 0, got {self.dpo_beta}")
+        if not 0 <= self.dpo_beta < math.inf:  # NaN too
+            raise ValueError(f"--dpo-beta must be >= 0 and finite, got {self.dpo_beta}")
         if self.judge == "api" and not self.judge_url:
             raise ValueError("--judge api needs --judge-url (an OpenAI-compatible endpoint such as http://localhost:8000/v1)")
 
