@@ -294,6 +294,8 @@ def read_config_file(path: str | Path, sections: dict[str, type | None]) -> dict
     ({name: dataclass}, or None for a section that is accepted and ignored, like a run's
     `resolved_env_args`). The format is a run's `config.json`, so any run's resolved config works."""
     path = Path(path)
+    if path.is_dir() and (path / "config.json").is_file():  # a run directory, which the file is in
+        raise ValueError(f"--config {path} is a folder: pass its settings file, --config {path / 'config.json'}")
     if not path.is_file():
         raise ValueError(f"--config {path}: no such file")
     try:

@@ -76,6 +76,16 @@ def test_a_mistake_in_the_algorithm_section_is_one_line(tmp_path, capsys, text, 
     assert f"llm-marl: error: --config {path}: {message}" in err and err.count("\n") == 1
 
 
+def test_a_run_directory_given_as_the_file_names_its_config_json(tmp_path, capsys):
+    """It was 'no such file', of a folder that is there."""
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "config.json").write_text("{}")
+    for command in ("train", "sft"):
+        assert main([command, "--config", str(tmp_path / "run")]) == 2
+        assert capsys.readouterr().err == (f"llm-marl: error: --config {tmp_path / 'run'} is a folder: pass its settings file, "
+                                           f"--config {tmp_path / 'run' / 'config.json'}\n")
+
+
 def test_sft_reads_a_config_file(tmp_path, capsys):
     path = tmp_path / "sft.yaml"
     path.write_text("sft: {demos: 0}\nmodel: {model: tiny-random}\n")
