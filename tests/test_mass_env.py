@@ -1,4 +1,4 @@
-"""mass_v1: MMOA-RAG output rules and penalties, the 10-passage split, shared-F1 rewards by hand,
+"""mass_v2: MMOA-RAG output rules and penalties, the 10-passage split, shared-F1 rewards by hand,
 the consumed-output records MHGPO back-propagates along, the single agent, the oracle per hop count."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from agents import run_episode
 from agents.oracle.mass import MASSOracle
-from llm_marl_envs import mass_v1
+from llm_marl_envs import mass_v2
 from llm_marl_envs.mass.parse import SPLITS, parse_answer, parse_rewrite, parse_selection, parse_single
 from llm_marl_envs.search.corpus import Question
 from llm_marl_envs.search.miniwiki import build
@@ -52,6 +52,12 @@ def test_rewriter_rule(text, used, written, penalty):
         ("Document0,Document0", (0,), -1.0),
         ("Document2,Document10", (2,), -1.0),
         ("Document2, and that is all", (2,), -1.0),
+        # Spaced ids, as the answerer's documents are numbered (v1 split at the space: -1, nothing selected)
+        ("Document 0, Document 4", (0, 4), 0.0),
+        ("Document 3 Document 1", (3, 1), 0.0),
+        ("[document 2; Document 5].", (2, 5), 0.0),
+        ("Document 2, Document 10", (2,), -1.0),
+        ("Documents 2", (), -1.0),
         ("", (), -1.0),
         ("None", (), -1.0),  # passages were shown: selecting none is malformed (MMOA-RAG)
     ],
@@ -98,7 +104,7 @@ def question(hops=2, seed=0):
 
 
 def fresh(q=None, **kw):
-    env = mass_v1.raw_env(**kw)
+    env = mass_v2.raw_env(**kw)
     env.reset(seed=0, options={"instance": q or question()})
     return env
 
@@ -180,6 +186,17 @@ def test_a_reranker_shown_no_passage_is_not_penalised_for_selecting_none():
     assert env.rewards["reranker"] == -1.0 and "no document was retrieved" in env.infos["reranker"]["parse_error"]
 
 
+def test_a_spaced_selection_is_read_and_unpenalised():
+    """The reranker's reply `Document 0, Document 4` selects those passages (v1: -1 and none selected)."""
+    q = question(2, seed=4)
+    env = fresh(q)
+    env.step("### " + "; ".join(h.resolved for h in q.hops) + " ###")
+    gold = [i for i, d in enumerate(env.documents) if d["title"] in q.supporting]
+    env.step(", ".join(f"Document {i}" for i in gold))
+    assert env.rewards["reranker"] == 0.0 and env.infos["reranker"]["parse_error"] is None
+    assert env.infos["reranker"]["selected"] == gold
+
+
 def test_reranker_and_answerer_penalties():
     q = question()
     env = fresh(q, reranker_penalty=-0.5)  # MHGPO's appendix value
@@ -191,7 +208,7 @@ def test_reranker_and_answerer_penalties():
     assert env.rewards["answerer"] == pytest.approx(-1.0) and env.infos["answerer"]["f1"] == 0.0
     assert env.infos["reranker"]["reward"] == -0.5
     with pytest.raises(ValueError, match="penalty"):
-        mass_v1.raw_env(reranker_penalty=0.5)
+        mass_v2.raw_env(reranker_penalty=0.5)
 
 
 def test_an_exact_answer_succeeds():
@@ -227,7 +244,7 @@ def test_single_agent_answer_reward():
 @pytest.mark.parametrize("mode", ["mas", "single"])
 @pytest.mark.parametrize("hops", [2, 3, 4])
 def test_oracle_reaches_95_percent_exact_match_per_hop_count(mode, hops):
-    env = mass_v1.env(mode=mode, hops=hops)
+    env = mass_v2.env(mode=mode, hops=hops)
     oracle = MASSOracle()
     results = [run_episode(env, oracle, seed=seed, split="test") for seed in range(200)]
     assert sum(r.success for r in results) >= 0.95 * 200
@@ -235,7 +252,7 @@ def test_oracle_reaches_95_percent_exact_match_per_hop_count(mode, hops):
 
 
 def test_same_seed_same_retrieval():
-    a, b = mass_v1.raw_env(), mass_v1.raw_env()
+    a, b = mass_v2.raw_env(), mass_v2.raw_env()
     for env in (a, b):
         env.reset(seed=9, options={"split": "val"})
         env.step("### " + env.instance.hops[0].resolved + " ###")

@@ -2,7 +2,7 @@
 
 | | |
 |---|---|
-| Creation | `llm_marl_envs.mass_v1.env()` / `pettingzoo.make("aec", "llm_marl/MASS-v1")` |
+| Creation | `llm_marl_envs.mass_v2.env()` / `pettingzoo.make("aec", "llm_marl/MASS-v2")` |
 | Agents | `rewriter`, `reranker`, `answerer` (mode "mas"); `answerer` alone with a search action (mode "single") |
 | Turn order | rewriter, (retrieval by the environment), reranker, answerer: three steps; single: up to `max_single_turns` |
 | Observation | `{"messages": [chat in OpenAI format], "turn": int}` |
@@ -39,8 +39,8 @@ Example observation (reranker, passages shortened):
       \\n\\nDo not output anything else."}]
 
 Action grammar. Rewriter: `### Who directed The Copper Compass?; In which city was #1 born? ###`
-(one sub-question per line is accepted too). Reranker: `Document0,Document4` (bare ids `0,4`
-accepted). Answerer: the short answer (an `Answer:` prefix is stripped). Single agent (Search-R1
+(one sub-question per line is accepted too). Reranker: `Document0,Document4` (`Document 0, Document 4`
+and bare ids `0,4` accepted). Answerer: the short answer (an `Answer:` prefix is stripped). Single agent (Search-R1
 style): `<search> query </search>` (the top `single_passages` passages come back in
 `<information>`) or `<answer> short answer </answer>`, which ends the episode.
 
@@ -76,6 +76,8 @@ right selection, with no penalty; v0 penalised every reply of a reranker shown n
 Termination: the answer ends the episode (terminated when EM = 1, `success=True`; else truncated).
 
 Version history:
+- v2: the reranker's ids may be written with a space, `Document 0, Document 4` (as the answerer's
+  documents are numbered); v1 split the reply at the space and penalised it -1 with nothing selected.
 - v1: an unsearchable sub-question is penalised and not searched (v0: stop-word-only sub-queries
   took their share of the 10 passages and retrieved none, unpenalised); a reranker shown no
   passage is right to select none (v0: penalised whatever it wrote) and its prompt says so;
@@ -113,7 +115,7 @@ def _sha1(text: str) -> str:
 
 
 class raw_env(SearchSourced, TextAECEnv):
-    metadata = {"render_modes": ["human", "ansi"], "name": "mass_v1", "is_parallelizable": False}
+    metadata = {"render_modes": ["human", "ansi"], "name": "mass_v2", "is_parallelizable": False}
     instance_namespace = "mass"
 
     def __init__(self, mode: Mode = "mas", hops: int | None = None, corpus_seed: int = 0, dataset: str | None = None,

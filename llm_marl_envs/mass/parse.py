@@ -3,7 +3,7 @@
 | role | output | penalty (agent-specific reward R_spe) |
 |---|---|---|
 | rewriter | `### q1; q2; ... ###` (or one sub-question per line) | -0.5 if more than 4 sub-questions, more than 300 characters, none, or one that cannot be searched |
-| reranker | `Document0,Document4,...` (bare ids `0,4` accepted) | -1 if malformed, an id out of range, or an id repeated (or none while there are documents) |
+| reranker | `Document0,Document4,...` (`Document 0, Document 4` and bare ids `0,4` accepted) | -1 if malformed, an id out of range, or an id repeated (or none while there are documents) |
 | answerer | a short answer | -1 if longer than 30 words |
 
 A sub-question that cannot be searched (only stop words, such as "what is the"; or not valid
@@ -38,7 +38,10 @@ SPLITS: dict[int, tuple[int, ...]] = {1: (10,), 2: (5, 5), 3: (4, 3, 3), 4: (3, 
 
 _BLOCK = re.compile(r"###(.*?)(?:###|$)", re.S)
 _BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.)]|<\s*query\d*\s*>|query\s*\d+\s*:)\s*", re.I)
-_ID = re.compile(r"^(?:document\s*)?(\d{1,4})$", re.I)
+_ID = re.compile(r"^(?:document)?(\d{1,4})$", re.I)
+_SPACED_ID = re.compile(r"\b(document)\s+(?=\d)", re.I)
+"""`Document 4` (the answerer's numbering, and common model output) is the id Document4: the space is
+closed before the reply is split into ids at whitespace, commas and semicolons."""
 
 
 @dataclass(frozen=True)
@@ -112,7 +115,7 @@ _NONE = re.compile(r"[\s.,;:!'\"`()\[\]]*(?:none[\s.,;:!'\"`()\[\]]*)?", re.I)
 def parse_selection(text: str, n_documents: int) -> Selection:
     if n_documents == 0 and _NONE.fullmatch(text):
         return Selection((), 0.0, None)  # nothing was retrieved: selecting nothing is right
-    tokens = [t for t in re.split(r"[\s,;]+", text.strip()) if t]
+    tokens = [t for t in re.split(r"[\s,;]+", _SPACED_ID.sub(r"\1", text).strip()) if t]
     ids: list[int] = []
     errors = []
     for token in tokens:
