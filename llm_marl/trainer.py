@@ -258,6 +258,15 @@ def lr_lambda(optim: OptimConfig, total_steps: int):
     return factor
 
 
+def resumed_settings(optimizer: torch.optim.Optimizer, scheduler: Any, optim: OptimConfig) -> None:
+    """This run's --lr and --weight-decay on an optimizer and scheduler loaded from a checkpoint, which hold the values
+    the run had when it was written: flags given with --resume apply from the resumed step on. The learning rate is
+    computed as the scheduler computes it, so unchanged settings give the same numbers."""
+    scheduler.base_lrs = [optim.lr for _ in scheduler.base_lrs]
+    for group, factor in zip(optimizer.param_groups, scheduler.lr_lambdas):
+        group.update(initial_lr=optim.lr, lr=optim.lr * factor(scheduler.last_epoch), weight_decay=optim.weight_decay)
+
+
 def warm_start(policy: Any, init_adapters: str, log: Any) -> None:
     sources = policy.init_from(init_adapters)
     log(f"adapters start from {init_adapters}: " + ", ".join(f"{a} <- {s}" for a, s in sources.items()))
@@ -361,6 +370,7 @@ def _train(config: TrainConfig, resume: str | None, log: Any, engine_factory: An
         for a in policy.adapters:
             optimizers[a].load_state_dict(state["optimizers"][a])
             schedulers[a].load_state_dict(state["schedulers"][a])
+            resumed_settings(optimizers[a], schedulers[a], config.optim)
         start = done + 1
         log(f"resuming {run.path} after step {done}")
     elif resume:

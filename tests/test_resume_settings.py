@@ -56,3 +56,17 @@ def test_a_resume_with_fewer_steps_than_trained_is_refused_and_keeps_the_config(
     err = capsys.readouterr().err
     assert f"llm-marl: error: --steps 1: {run} has trained 2 steps already (its checkpoint step_000002); pass --steps 2 or more" in err
     assert (run / "config.json").read_text() == config
+
+
+def test_lr_and_weight_decay_given_with_resume_train_the_resumed_steps(tmp_path):
+    """The checkpoint's optimizer and scheduler states held the run's old --lr and --weight-decay, and loading them undid
+    the flags: config.json and the log said lr 0.005, the resumed steps trained with 0.0001."""
+    import torch
+
+    run = tmp_path / "r"
+    assert main(["train", "--algo", "at-grpo", *ARGS, "--steps", "1", "--out-dir", str(tmp_path), "--run-name", "r"]) == 0
+    assert main(["train", "--resume", str(run), "--steps", "2", "--lr", "0.005", "--weight-decay", "0.5", "--no-progress"]) == 0
+    assert [json.loads(line)["optim/lr"] for line in (run / "metrics.jsonl").read_text().splitlines()] == [1e-4, 0.005]
+    state = torch.load(run / "checkpoints" / "step_000002" / "trainer_state.pt", weights_only=True)
+    [group] = state["optimizers"]["shared"]["param_groups"]
+    assert (group["lr"], group["weight_decay"], state["schedulers"]["shared"]["base_lrs"]) == (0.005, 0.5, [0.005])
