@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from agents import run_episode
 from agents.oracle import make_oracle
-from llm_marl_envs import code_v0
+from llm_marl_envs import code_v1
 from llm_marl_envs.code import bank
 from llm_marl_envs.code.env import CodeInstance, instance_for, mutation_analysis
 from llm_marl_envs.code.mutation import generate_mutants
@@ -54,7 +54,7 @@ def sandbox():
 
 
 def fresh(sandbox, mode="mas", problem=THRESHOLD, **kw):
-    env = code_v0.raw_env(mode=mode, problems=[problem], sandbox=sandbox, time_limit_s=0.5, **kw)
+    env = code_v1.raw_env(mode=mode, problems=[problem], sandbox=sandbox, time_limit_s=0.5, **kw)
     env.reset(seed=0, options={"instance": CodeInstance(problem, 0)})
     return env
 
@@ -94,6 +94,29 @@ def test_coder_reward_terms(sandbox, reply, terms, mask, team, reward, error):
     assert info["reward"] == pytest.approx(reward) and env.rewards["coder"] == pytest.approx(reward)
     assert (info["parse_error"] is not None) == error
     assert env.agent_selection == "tester" and env.turn == 0
+
+
+GE_LINES = GE.split("\n")[1:-1]
+INDENTED_GE = "Steps:\n\n1. Read n and compare:\n\n   ```python\n" + "".join(f"   {line}\n" for line in GE_LINES) + "   ```\n"
+CRLF_GE = "Code:\r\n" + GE.replace("\n", "\r\n")
+
+
+@pytest.mark.parametrize("reply", [INDENTED_GE, CRLF_GE, "- item\n\n\t```python\n\t" + "\n\t".join(GE_LINES) + "\n\t```"])
+def test_an_indented_or_crlf_code_block_runs_as_written_flush(sandbox, reply):
+    """A block indented in a markdown list item (fences too) or written with CRLF line endings is the
+    program GE (v0: an IndentationError, build = run = 0; a CRLF fence was no code block, reward 0)."""
+    env = fresh(sandbox)
+    env.step(reply)
+    info = env.infos["coder"]
+    assert info["parse_error"] is None and info["local_terms"] == {"build": 1.0, "run": 1.0, "nr": 1.0}
+    assert info["reward"] == pytest.approx(0.5 * 0.8 + 0.5)
+
+
+def test_parse_code_dedents_only_a_block_indented_as_a_whole():
+    assert parse_code(INDENTED_GE) == ("\n".join(GE_LINES) + "\n", None)
+    flush = "```python\ns = \"\"\"a\n   \nb\"\"\"\nif s:\n    print(s)\n```"  # a whitespace-only line in a string
+    assert parse_code(flush) == (flush[len("```python\n"):-3], None)
+    assert parse_code("no code") == (None, "no ```python code block found")
 
 
 @pytest.mark.parametrize(
@@ -186,7 +209,7 @@ def test_a_corrected_test_replaces_the_old_one(sandbox):
 
 def test_bank_problem_weak_and_strong_tests():
     problem = bank.BY_ID["sort_numbers"]
-    env = code_v0.raw_env(problems=[problem])
+    env = code_v1.raw_env(problems=[problem])
     env.reset(options={"instance": instance_for(problem)})
     analysis = env.analysis()
     weak = TestCase("1\n5\n", "5\n")
@@ -266,11 +289,11 @@ def test_coder_mode_is_one_turn(sandbox):
 )
 def test_bad_config_names_the_fix(kwargs, fix):
     with pytest.raises(ValueError, match=fix):
-        code_v0.raw_env(**kwargs)
+        code_v1.raw_env(**kwargs)
 
 
 def test_missing_split_names_the_fix(sandbox):
-    env = code_v0.raw_env(problems=[THRESHOLD], sandbox=sandbox)
+    env = code_v1.raw_env(problems=[THRESHOLD], sandbox=sandbox)
     with pytest.raises(ValueError, match="dataset_split"):
         env.reset(seed=0, options={"split": "train"})
 
@@ -473,7 +496,7 @@ def test_hash_split_spreads_a_dataset():
 
 @pytest.mark.parametrize("path,tester_mask", [("code_apps.jsonl", 1.0), ("code_livecodebench.jsonl", 0.0)])
 def test_env_runs_on_a_dataset(sandbox, path, tester_mask):
-    env = code_v0.raw_env(problems=str(FIXTURES / path), sandbox=sandbox)
+    env = code_v1.raw_env(problems=str(FIXTURES / path), sandbox=sandbox)
     env.reset(seed=1, options={"split": "test"})
     problem = env.problem
     solution = problem.reference or {"abc900_a": "print(input() * 2)", "abc900_b": "input()\nprint(sum(map(int, input().split())))"}[problem.id]
@@ -489,7 +512,7 @@ def test_env_runs_on_a_dataset(sandbox, path, tester_mask):
 
 
 def test_oracle_solves_every_test_split_problem_in_one_turn():
-    env = code_v0.env()
+    env = code_v1.env()
     oracle = make_oracle("code")
     problems = [p for p in bank.PROBLEMS if p.split == "test"]
     assert len(problems) >= 15
@@ -503,5 +526,5 @@ def test_oracle_solves_every_test_split_problem_in_one_turn():
 
 
 def test_oracle_earns_the_coder_maximum():
-    result = run_episode(code_v0.env(mode="coder"), make_oracle("code"), seed=0, split="test")
+    result = run_episode(code_v1.env(mode="coder"), make_oracle("code"), seed=0, split="test")
     assert result.success and result.returns["coder"] == pytest.approx(1.0)

@@ -45,7 +45,8 @@ def test_short_names_module_names_and_ids_resolve_to_one_entry(name):
 
 @pytest.mark.parametrize("old,current", [("plan_path_v0", "plan_path_v1"), ("llm_marl/Sokoban-v0", "llm_marl/Sokoban-v1"),
                                          ("mass_v0", "mass_v2"), ("llm_marl/MASS-v1", "mass_v2"),
-                                         ("llm_marl/DeepSearch-v0", "deep_search_v2"), ("deep_search_v1", "llm_marl/DeepSearch-v2")])
+                                         ("llm_marl/DeepSearch-v0", "deep_search_v2"), ("deep_search_v1", "llm_marl/DeepSearch-v2"),
+                                         ("code_v0", "llm_marl/Code-v1")])
 def test_an_older_version_names_the_current_one(old, current):
     with pytest.raises(ValueError, match=f"not this release's version.*{current}"):
         registry.get(old)

@@ -2,7 +2,7 @@
 
 | | |
 |---|---|
-| Creation | `llm_marl_envs.code_v0.env()` / `pettingzoo.make("aec", "llm_marl/Code-v0")` |
+| Creation | `llm_marl_envs.code_v1.env()` / `pettingzoo.make("aec", "llm_marl/Code-v1")` |
 | Agents | `coder`, `tester` (mode "mas"); `coder` alone for one turn (mode "coder", the paper's single-agent baseline) |
 | Turn order | coder, tester, coder, tester, ... for up to `max_turns` turns |
 | Observation | `{"messages": [chat in OpenAI format], "turn": int}`: the problem, and from turn 1 on the mismatch history |
@@ -33,7 +33,8 @@ code and each test of the tester's suite with its input, expected output, the pr
 output and PASSED or MISMATCH. The hidden tests are never shown.
 
 Action grammar. Coder: a ```python block (the first one counts); the program reads stdin and
-prints the answer. Tester: `**Test Input:**` then the input, `**Test Output:**` then the expected
+prints the answer. CRLF line endings are read as newlines, and a block indented as a whole (in a
+markdown list item, fences included) loses its common indentation. Tester: `**Test Input:**` then the input, `**Test Output:**` then the expected
 output, each preferably in a ``` block (the last pair counts; see `code.parse`). A test whose
 input equals an earlier test's replaces it (a corrected test); otherwise it joins the suite.
 
@@ -99,7 +100,11 @@ turn. `success` (in `infos` at the end) = the last program passes ALL golden hid
 `golden_passed`, `golden_total` (coder); `test_valid`, `test_check`, `suite_size`,
 `mutants_killed`, `mutants_total`, `suite_passed` (tester).
 
-Version history: v0 initial release.
+Version history:
+- v1: the coder's code block is read with CRLF line endings (a ```` ```python\\r\\n ```` fence was not
+  found: no code, reward 0) and without the indentation of a block indented as a whole, e.g. in a
+  markdown list item (v0 ran it as written: an IndentationError, build = run = 0).
+- v0: initial release.
 """
 
 from __future__ import annotations
@@ -251,7 +256,7 @@ class TestCheck:
 
 
 class raw_env(TextAECEnv):
-    metadata = {"render_modes": ["human", "ansi"], "name": "code_v0", "is_parallelizable": False}
+    metadata = {"render_modes": ["human", "ansi"], "name": "code_v1", "is_parallelizable": False}
     instance_namespace = "code"
 
     def __init__(self, mode: Literal["mas", "coder"] = "mas", max_turns: int | None = None,
