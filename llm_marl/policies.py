@@ -125,6 +125,15 @@ def parse_policy(spec: str, roles: Sequence[str] | None = None) -> dict[str, str
     return sigma
 
 
+def policy_flag(sigma: Mapping[str, str]) -> str:
+    """The `--policy` value that gives σ (`parse_policy`'s inverse): shared, per-role or a role=adapter map."""
+    if set(sigma.values()) <= {SHARED_ADAPTER}:
+        return "shared"
+    if all(role == adapter for role, adapter in sigma.items()):
+        return "per-role"
+    return ",".join(f"{role}={adapter}" for role, adapter in sigma.items())
+
+
 def saved_set_folder(directory: str | Path) -> Path:
     """The folder `PolicySet.save` wrote: `directory` itself, or for a run directory its `adapters/`."""
     directory = Path(directory)
@@ -177,7 +186,7 @@ def warm_start_sources(directory: str | Path, sigma: Mapping[str, str], lora: Lo
                                      f"{[r for r in roles if saved_sigma.get(r, saved_default) is None]} (saved σ {saved_sigma})")
         if len(found) > 1:
             raise AdapterFolderError(f"adapter {adapter!r} serves roles {roles}, which {directory} trained as different adapters "
-                                     f"{sorted(found)}: pass the --policy the adapters were trained with ({saved_sigma})")
+                                     f"{sorted(found)}: pass the --policy the adapters were trained with, --policy {policy_flag(saved_sigma)}")
         sources[adapter] = found.pop()
         if not (directory / sources[adapter] / "adapter_model.safetensors").is_file():
             raise AdapterFolderError(f"--init-adapters {directory} lists adapter {sources[adapter]!r} but has no "
@@ -278,7 +287,10 @@ class PolicySet:
         """σ(role)."""
         adapter = self.sigma.get(role, self.default_adapter)
         if adapter is None:
-            raise ValueError(f"role {role!r} has no adapter in σ {self.sigma}; add it to --policy (e.g. '{role}=<adapter>')")
+            # --policy maps exactly the environment's roles: a role outside them met adapters of another environment
+            raise ValueError(f"role {role!r} has no adapter: these adapters serve the roles {sorted(self.sigma)} (--policy "
+                             f"{policy_flag(self.sigma)}); use adapters trained on an environment with role {role!r}, "
+                             "or shared ones (--policy shared)")
         return adapter
 
     @property

@@ -7,7 +7,7 @@ import json
 import pytest
 import torch
 
-from llm_marl.policies import LoRAConfig, PolicySet, parse_policy, set_deterministic
+from llm_marl.policies import LoRAConfig, PolicySet, parse_policy, policy_flag, set_deterministic
 
 ROLES = ["tool", "planner"]
 
@@ -48,6 +48,17 @@ def policy() -> PolicySet:
 ])
 def test_parse_policy(spec, roles, expected):
     assert parse_policy(spec, roles) == expected
+    if expected:  # and the --policy that a message names for σ gives it back
+        assert parse_policy(policy_flag(expected), list(expected)) == expected
+
+
+def test_a_role_without_an_adapter_names_the_policy_it_has():
+    """A role outside σ (adapters of another environment) once got advice to add 'role=<adapter>' to --policy, which
+    --policy refuses for a role the environment lacks."""
+    policy = PolicySet.from_pretrained("tiny-random", roles=ROLES, policy="per-role")
+    with pytest.raises(ValueError, match=r"role 'worker_0' has no adapter: these adapters serve the roles \['planner', "
+                                         r"'tool'\] \(--policy per-role\); use adapters trained on an environment"):
+        policy.adapter_for("worker_0")
 
 
 @pytest.mark.parametrize("spec, roles, message", [

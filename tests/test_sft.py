@@ -139,7 +139,7 @@ def test_init_from_maps_saved_adapters_onto_this_runs_sigma(tmp_path):
         assert all(float(p.detach().mean()) == pytest.approx(value) for n, p in again.model.named_parameters() if f"lora_B.{adapter}." in n)
     # per-role SFT -> shared RL: one adapter serving roles trained apart is refused, with the fix.
     shared = PolicySet.from_pretrained("tiny-random", roles=["tool", "planner"], policy="shared", seed=3)
-    with pytest.raises(ValueError, match="pass the --policy the adapters were trained with"):
+    with pytest.raises(ValueError, match="pass the --policy the adapters were trained with, --policy per-role$"):
         shared.init_from(tmp_path / "per_role")
     # shared SFT -> per-role RL: both roles start from the shared adapter.
     shared.save(tmp_path / "shared")
