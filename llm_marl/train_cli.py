@@ -284,6 +284,13 @@ def _sft_transcripts(config: Any) -> tuple[list[dict[str, Any]], list[dict[str, 
 
     name = get_env(config.env).name
     env_kwargs = quick_env_args(name, config.env_args)
+    if config.oracle_args:  # named as the flag (or a --config file's setting) that gave them
+        from agents.oracle import make_oracle
+
+        try:
+            make_oracle(name, env_kwargs, **config.oracle_args)
+        except ValueError as exc:
+            raise ValueError(f"--oracle-arg (oracle_args) for {name}: {exc}") from None
     demos = lambda n, split, noise: list(oracle_demonstrations(  # noqa: E731
         name, n, split=split, seed=config.seed, env_kwargs=env_kwargs, oracle_options=config.oracle_args, noise=noise))
     transcripts = read_transcripts(config.data) if config.data else demos(config.demos, "train", config.demo_noise)

@@ -71,6 +71,17 @@ def test_an_agent_that_is_no_role_of_the_env_is_one_line_before_the_model_loads(
     assert list(tmp_path.iterdir()) == [data]  # no run directory
 
 
+def test_an_oracle_arg_for_another_env_names_the_flag(tmp_path, capsys, monkeypatch):
+    """configs/main-sft.yaml with --env sokoban: Plan-Path's program=coords reached the Sokoban oracle, whose error
+    named neither the flag nor the environment."""
+    monkeypatch.setattr(PolicySet, "from_pretrained", classmethod(lambda *a, **k: pytest.fail("a model was loaded")))
+    assert main(["sft", "--env", "sokoban", "--oracle-arg", "program=coords", "--model", "tiny-random",
+                 "--out-dir", str(tmp_path)]) == 2
+    assert capsys.readouterr().err == ("llm-marl: error: --oracle-arg (oracle_args) for sokoban: program must be one of "
+                                       "search, answer, got 'coords'\n")
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_an_env_given_by_its_pettingzoo_id_names_the_run_by_the_env(tmp_path):
     """Its '/' once made a folder llm_marl/ under --out-dir, holding PlanPath-v1__sft__0__<time>."""
     assert main(["sft", "--env", "llm_marl/PlanPath-v1", *TINY_ARGS, "--model", "tiny-random", "--demos", "1", "--heldout-demos", "0",
