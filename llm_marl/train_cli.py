@@ -84,7 +84,7 @@ def add_commands(sub: Any, argv: Sequence[str]) -> None:
 
         add_arguments(p, ClusterConfig, "cluster (Ray actors and trainer ranks; needs pip install -e '.[ray]')")
     p.add_argument("--resume", metavar="RUN_DIR", help="continue a killed run from its last checkpoint (flags given override its config, except "
-                   "--env, --algo, --model, --policy and the LoRA shape, which its checkpoints hold)")
+                   "--env, --algo, --model, --policy and the LoRA shape, which its checkpoints hold, and --out-dir and --run-name)")
     p.add_argument("--config", metavar="FILE", help="settings from a YAML or JSON file with the sections of a run's config.json "
                    "(model, sampling, optim, run, algo, credit); any run's config.json reproduces it; flags override the file")
     p.set_defaults(func=cmd_train, algo_id=algo_id)
@@ -134,9 +134,10 @@ def add_commands(sub: Any, argv: Sequence[str]) -> None:
 
 
 # What a resumed run keeps: its checkpoints hold adapters of this base model, σ and LoRA shape, trained by
-# this algorithm on this environment.
+# this algorithm on this environment; and its directory is the one --resume names (another --out-dir or
+# --run-name would be written into config.json as a change that changes nothing).
 _KEPT_ON_RESUME = (("run", "env"), ("run", "algo"), ("model", "model"), ("model", "policy"), ("model", "lora_r"),
-                   ("model", "lora_alpha"))
+                   ("model", "lora_alpha"), ("run", "out_dir"), ("run", "run_name"))
 
 
 def _check_resume_keeps(resume: str, saved: dict[str, Any], config: Any) -> None:
@@ -144,7 +145,7 @@ def _check_resume_keeps(resume: str, saved: dict[str, Any], config: Any) -> None
                for section, key in _KEPT_ON_RESUME
                if key in saved.get(section, {}) and getattr(getattr(config, section), key) != saved[section][key]]
     if changed:
-        raise ValueError(f"a resumed run keeps its environment, algorithm, model, --policy and LoRA shape: drop "
+        raise ValueError(f"a resumed run keeps its environment, algorithm, model, --policy, LoRA shape and directory: drop "
                          f"{', '.join(changed)}; or start a new run from its weights with --init-adapters "
                          f"{shlex.quote(str(Path(resume) / 'checkpoints' / 'step_N' / 'adapters'))}")
 

@@ -203,6 +203,7 @@ def test_another_failure_with_room_left_is_not_called_a_full_disk(finished, tmp_
     (["--model", "smollm2-135m"], "drop --model smollm2-135m (the run's is tiny-random)"),
     (["--env", "sokoban"], "drop --env sokoban (the run's is plan_path)"),
     (["--algo", "grpo"], "drop --algo grpo (the run's is at-grpo)"),
+    (["--run-name", "other"], "drop --run-name other (the run's is base)"),
 ])
 def test_a_resume_that_changes_what_the_checkpoints_hold_is_refused_in_one_line(run, capsys, monkeypatch, flags, named):
     """These once ended in tracebacks (a LoRA or model shape mismatch, an AttributeError) or, for --policy, in advice
