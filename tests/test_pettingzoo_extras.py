@@ -50,6 +50,15 @@ def test_state_is_the_board_or_not_implemented(entry):
     assert isinstance(state, str) and state == raw._render_state() and raw.state_space.contains(state)
 
 
+def test_a_large_board_is_in_the_state_space():
+    """A 300x300 Plan-Path grid renders to 90,000 characters, which its observation held and the state space (65,536
+    then) did not."""
+    env = pettingzoo.make("aec", ENVS["plan_path"].pz_id, height=300, width=300)
+    env.reset(seed=0)
+    state = env.state()
+    assert len(state) > 90_000 and env.unwrapped.state_space.contains(state)
+
+
 def test_state_follows_the_board():
     from agents.oracle import make_oracle
 

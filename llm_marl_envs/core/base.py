@@ -22,8 +22,9 @@ from .instances import Keyed, check_split, draw_instance
 from .rewards import RewardBreakdown, zero_info
 from .spaces import TextSpace, action_space, observation_space
 
-MAX_STATE_CHARS = 65_536
-"""Longest `state()` text (the largest boards render to a few hundred characters)."""
+MAX_STATE_CHARS = 1_000_000
+"""Longest `state()` text: what one observation message holds, since the board is in the prompt too (a
+300x300 Plan-Path grid renders to 90,000 characters; the default boards to a few hundred)."""
 
 Message = dict[str, str]
 _RENDER_TEXT_CAP = 2_000
