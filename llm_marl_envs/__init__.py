@@ -11,6 +11,9 @@ PettingZoo (`pettingzoo.make("aec", "llm_marl/PlanPath-v1")`). No torch or LLM i
 from __future__ import annotations
 
 import importlib
+import importlib.abc
+import importlib.util
+import sys
 import warnings
 from typing import Any
 
@@ -34,4 +37,24 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+class _OlderVersions(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """`import llm_marl_envs.sokoban_v0` as `llm_marl_envs.sokoban_v0` above: the current version's module, with
+    the warning (an older version's module file does not ship)."""
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
+        package, _, name = fullname.rpartition(".")
+        if package != __name__ or registry.replacement(name) is None:
+            return None
+        return importlib.util.spec_from_loader(fullname, self)
+
+    def create_module(self, spec: Any) -> Any:
+        module = __getattr__(spec.name.rpartition(".")[2])
+        spec.loader_state = module.__spec__  # the import system sets __spec__ to the old name's: put back in exec_module
+        return module
+
+    def exec_module(self, module: Any) -> None:
+        module.__spec__ = module.__spec__.loader_state  # loaded already: only its own spec again
+
+
+sys.meta_path.append(_OlderVersions())
 registry.register_all()

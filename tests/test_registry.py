@@ -70,6 +70,24 @@ def test_an_older_module_name_returns_the_current_version_with_a_warning():
         llm_marl_envs.sudoku_v0_extra
 
 
+def test_an_older_module_name_imports_as_the_current_version_with_a_warning():
+    """`import llm_marl_envs.sokoban_v0` failed (no such module) where `llm_marl_envs.sokoban_v0` worked."""
+    import sys
+
+    import llm_marl_envs
+
+    try:
+        with pytest.warns(FutureWarning, match=r"sokoban_v0 was replaced by llm_marl_envs\.sokoban_v1"):
+            import llm_marl_envs.sokoban_v0 as module
+        assert module is llm_marl_envs.sokoban_v1 and module.env().unwrapped.metadata["name"] == "sokoban_v1"
+        assert module.__spec__.name == module.__name__ == "llm_marl_envs.sokoban_v1"
+        with pytest.raises(ModuleNotFoundError):
+            import llm_marl_envs.sokoban_v7  # noqa: F401
+    finally:  # attribute access warns again in the other tests
+        sys.modules.pop("llm_marl_envs.sokoban_v0", None)
+        vars(llm_marl_envs).pop("sokoban_v0", None)
+
+
 def test_an_option_that_takes_none_besides_a_number_accepts_none():
     """Sokoban's max_solution_moves defaults to 15 and documents None as "no limit": the option check
     (`--env-arg max_solution_moves=None`) must let None through, and still refuse other kinds."""
