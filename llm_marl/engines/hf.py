@@ -105,11 +105,11 @@ MIN_SHARED_PREFIX = 16
 """Shortest common prompt prefix worth a prefill of its own (tokens)."""
 
 
-def padding_inside_is_invisible(config: Any) -> bool:
-    """Whether padding between a prompt's tokens leaves what a model of `config` computes unchanged: true where
-    every layer attends to the whole cache (padding is masked, positions count real tokens only); false where a
-    layer's sliding or chunked window counts the cache's slots, padding included, so that padding pushes real
-    tokens out of the window."""
+def full_attention_only(config: Any) -> bool:
+    """Whether every layer of a model of `config` attends to its whole cache (a plain `DynamicLayer`). Only then
+    does padding between a prompt's tokens leave what the model computes unchanged (padding is masked, positions
+    count real tokens only; a sliding or chunked window counts the cache's slots, padding included, so padding
+    pushes real tokens out of it), and can the cache be preallocated (`PreallocatedLayer`)."""
     return all(type(layer) is DynamicLayer for layer in DynamicCache(config=config).layers)
 
 
@@ -166,7 +166,8 @@ class HFEngine:
         self.policy_set = policy_set
         self.max_batch_size = max_batch_size
         # A shared prefix puts padding between it and each prompt's rest (see _prefill).
-        self.share_prefix = share_prefix and padding_inside_is_invisible(policy_set.model.config)
+        self._full_attention = full_attention_only(policy_set.model.config)
+        self.share_prefix = share_prefix and self._full_attention
         self._generator = torch.Generator(device=policy_set.device).manual_seed(seed)
 
     # ------------------------------------------------------------------ Engine
@@ -219,7 +220,7 @@ class HFEngine:
         `share_prefix`, their longest common prefix runs once, as one row, and each prompt's rest is
         prefilled on that cache; padding then sits between the prefix and the rest (masked, with
         positions counted over real tokens only, as with left padding), which only full attention
-        ignores: a model with sliding-window layers prefills whole prompts (`padding_inside_is_invisible`).
+        ignores: a model with sliding-window layers prefills whole prompts (`full_attention_only`).
         """
         device = self.policy_set.device
         pad = self.policy_set.tokenizer.pad_token_id or 0
@@ -259,7 +260,7 @@ class HFEngine:
         cache = out.past_key_values
         if len(unique) < len(prompts):
             cache.batch_select_indices(expand)
-        if all(type(layer) is DynamicLayer for layer in cache.layers):  # sliding-window or other layers stay as they are
+        if self._full_attention:  # sliding-window or other layers stay as they are
             cache.layers = [PreallocatedLayer(layer, attention.shape[1] + sampling.max_new_tokens) for layer in cache.layers]
         logits = out.logits[expand, -1].float()
         attention, next_position = attention[expand], positions[expand, -1] + 1
