@@ -37,6 +37,9 @@ The scratch setup (outside the project; the numbers in benchmarks.md used reason
     python3 -m venv /tmp/peers && /tmp/peers/bin/pip install reasoning-gym
     git clone --depth 1 https://github.com/pettingllms-ai/PettingLLMs /tmp/peers_src
     python benchmarks/env_speed.py --base 6f3db78 --rounds 9 --peers /tmp/peers/bin/python --pettingllms /tmp/peers_src
+
+For a machine that reaches no package index (benchmarks.md's 16-core sections), `benchmarks/device_carry.py`
+builds what this script and its peers need there into one folder and prints the command that runs it.
 """
 
 from __future__ import annotations

@@ -38,6 +38,9 @@ them, as said above):
     python3 -m venv /tmp/peers
     git clone --depth 1 https://github.com/pettingllms-ai/PettingLLMs /tmp/peers_src
     python benchmarks/sandbox_speed.py --base c25bd86~1 --rounds 15 --calls 100 --peers /tmp/peers/bin/python --pettingllms /tmp/peers_src
+
+For a machine that reaches no package index (benchmarks.md's 16-core sections), `benchmarks/device_carry.py`
+builds what this script and its peers need there into one folder and prints the command that runs it.
 """
 
 from __future__ import annotations
