@@ -134,7 +134,7 @@ QUICK_ENV_ARGS: dict[str, dict[str, Any]] = {
 def quick_env_args(env: str, env_args: dict[str, Any] | None) -> dict[str, Any]:
     """The environment options a run uses: the user's, or when they set nothing but the variant (`mode`),
     the quick configuration with it, so a single-agent row plays the same tasks as the workflow's. `env` is any
-    name the registry takes (plan_path, plan_path_v1, its PettingZoo id)."""
+    name the registry takes (plan_path, plan_path_v2, its PettingZoo id)."""
     from llm_marl_envs.registry import get as get_env
 
     env_args = dict(env_args or {})

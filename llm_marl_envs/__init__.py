@@ -1,11 +1,11 @@
 """llm_marl_envs: multi-agent LLM environments with the PettingZoo AEC interface.
 
     import llm_marl_envs
-    env = llm_marl_envs.plan_path_v1.env()
+    env = llm_marl_envs.plan_path_v2.env()
     env.reset(seed=0)
 
 Environment modules load on first access; importing this package registers every environment with
-PettingZoo (`pettingzoo.make("aec", "llm_marl/PlanPath-v1")`). No torch or LLM is imported here.
+PettingZoo (`pettingzoo.make("aec", "llm_marl/PlanPath-v2")`). No torch or LLM is imported here.
 """
 
 from __future__ import annotations

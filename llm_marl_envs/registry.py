@@ -2,8 +2,8 @@
 
 The table is the single source: `llm-marl envs` prints it, the README table is generated from it,
 and `register_all()` adds each entry to PettingZoo's registry under the namespace `llm_marl`
-(`pettingzoo.make("aec", "llm_marl/PlanPath-v1")`), and each environment with a `parallel_env` to
-the parallel registry too (`pettingzoo.make("parallel", "llm_marl/Math-v0")`).
+(`pettingzoo.make("aec", "llm_marl/PlanPath-v2")`), and each environment with a `parallel_env` to
+the parallel registry too (`pettingzoo.make("parallel", "llm_marl/Math-v1")`).
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ class EnvEntry:
     name: str
     """Own name, e.g. `plan_path` (CLI `--env`)."""
     module: str
-    """Versioned public module, e.g. `plan_path_v1`."""
+    """Versioned public module, e.g. `plan_path_v2`."""
     pz_id: str
-    """PettingZoo registry id, e.g. `llm_marl/PlanPath-v1`."""
+    """PettingZoo registry id, e.g. `llm_marl/PlanPath-v2`."""
     roles: tuple[str, ...]
     summary: str
     paper: str
@@ -48,16 +48,16 @@ class EnvEntry:
 ENVS: dict[str, EnvEntry] = {
     e.name: e
     for e in [
-        EnvEntry("plan_path", "plan_path_v1", f"{NAMESPACE}/PlanPath-v1", ("tool", "planner"),
+        EnvEntry("plan_path", "plan_path_v2", f"{NAMESPACE}/PlanPath-v2", ("tool", "planner"),
                  "grid path planning with walls: the tool's program prints an action list, the planner decides", "AT-GRPO A.1.4, A.3"),
-        EnvEntry("sokoban", "sokoban_v1", f"{NAMESPACE}/Sokoban-v1", ("tool", "planner"),
+        EnvEntry("sokoban", "sokoban_v2", f"{NAMESPACE}/Sokoban-v2", ("tool", "planner"),
                  "push boxes onto goals: the tool's program searches moves, the planner decides", "AT-GRPO A.1.5"),
-        EnvEntry("sudoku", "sudoku_v0", f"{NAMESPACE}/Sudoku-v0", ("tool", "planner"),
+        EnvEntry("sudoku", "sudoku_v1", f"{NAMESPACE}/Sudoku-v1", ("tool", "planner"),
                  "fill a Sudoku with a unique solution: the tool's program solves, the planner verifies", "AT-GRPO A.1.3, A.2.2"),
         EnvEntry("code", "code_v1", f"{NAMESPACE}/Code-v1", ("coder", "tester"),
                  "stdin/stdout programming: the coder writes a program, the tester writes test cases", "AT-GRPO A.1.2, A.2.2",
                  variants=(("mas", {}), ("coder", {"mode": "coder"}))),
-        EnvEntry("math", "math_v0", f"{NAMESPACE}/Math-v0", ("reasoner", "tool"),
+        EnvEntry("math", "math_v1", f"{NAMESPACE}/Math-v1", ("reasoner", "tool"),
                  "math word problems: the reasoner answers in \\boxed{}, the tool agent's program prints the answer", "AT-GRPO A.1.1, A.2.2",
                  variants=(("mas", {}), ("reasoner", {"mode": "reasoner"}), ("tool", {"mode": "tool"})), has_parallel=True),
         EnvEntry("deep_search", "deep_search_v2", f"{NAMESPACE}/DeepSearch-v2", ("planner", *(f"worker_{i}" for i in range(5))),
@@ -84,7 +84,7 @@ def get(name: str) -> EnvEntry:
 
 
 def replacement(module: str) -> EnvEntry | None:
-    """The entry whose current module replaced an older version's module name (`sokoban_v0` -> sokoban_v1)."""
+    """The entry whose current module replaced an older version's module name (`sokoban_v0` -> sokoban_v2)."""
     name, sep, version = module.rpartition("_v")
     for entry in ENVS.values():
         if sep and name == entry.name and version.isdigit() and int(version) < int(entry.module.rpartition("_v")[2]):

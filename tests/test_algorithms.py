@@ -15,7 +15,7 @@ from llm_marl.advantage import AdvantageConfig, group_advantages
 from llm_marl.algorithms import ALGORITHMS, assign_advantages, get
 from llm_marl.engines.base import SamplingParams
 from llm_marl.rollout import Task, batches_by_adapter, rollout
-from llm_marl_envs import plan_path_v1
+from llm_marl_envs import plan_path_v2
 from llm_marl_envs.plan_path.generator import PlanPathInstance
 from llm_marl_envs.plan_path.rules import Grid
 
@@ -63,7 +63,7 @@ def pair_adv(winner: float, loser: float) -> tuple[float, float]:
 
 
 def plan_path_task(task_id: str, mode: str = "mas", max_turns: int = 2) -> Task:
-    return Task(task_id, partial(plan_path_v1.raw_env, mode=mode, max_turns=max_turns), seed=0, options={"instance": INSTANCE})
+    return Task(task_id, partial(plan_path_v2.raw_env, mode=mode, max_turns=max_turns), seed=0, options={"instance": INSTANCE})
 
 
 # ---------------------------------------------------------------------------- AT-GRPO

@@ -20,7 +20,7 @@ README = (ROOT / "README.md").read_text()
 def test_envs_lists_every_environment(capsys):
     assert main(["envs"]) == 0
     out = capsys.readouterr().out
-    assert "plan_path" in out and "llm_marl/PlanPath-v1" in out and "roles: tool, planner" in out
+    assert "plan_path" in out and "llm_marl/PlanPath-v2" in out and "roles: tool, planner" in out
     assert main(["envs", "--json"]) == 0
     listed = json.loads(capsys.readouterr().out)
     assert listed["plan_path"]["roles"] == ["tool", "planner"]

@@ -10,7 +10,7 @@ from pettingzoo.test import parallel_api_test
 from agents import run_episode
 from agents.oracle import make_oracle
 from agents.oracle.math import MathOracle
-from llm_marl_envs import math_v0
+from llm_marl_envs import math_v1
 from llm_marl_envs.math.datasets import load_dataset
 from llm_marl_envs.math.problems import MathInstance
 
@@ -38,7 +38,7 @@ def sandbox():
 @pytest.fixture
 def fresh(sandbox):
     def make(mode="mas", instance=PROBLEM, **kw):
-        env = math_v0.raw_env(mode=mode, sandbox=sandbox, **kw)
+        env = math_v1.raw_env(mode=mode, sandbox=sandbox, **kw)
         env.reset(seed=0, options={"instance": instance})
         return env
 
@@ -104,6 +104,24 @@ def test_tool_reward_terms(fresh, reasoner, tool, team, fmt, ran, step, mask, re
     assert info["mask"] == mask
     assert info["reward"] == pytest.approx(reward)
     assert env.rewards["tool"] == pytest.approx(reward)
+
+
+FLUSH = program("x = 6 * 7\nif x:\n    print(x)")
+
+
+@pytest.mark.parametrize("tool", [
+    "**Code:**\n\n1. Multiply:\n\n   ```python\n   x = 6 * 7\n   if x:\n       print(x)\n   ```\n",
+    "- Multiply:\n\n\t```python\n\tx = 6 * 7\n\tif x:\n\t    print(x)\n\t```",
+    FLUSH.replace("\n", "\r\n"),
+], ids=["list-item-spaces", "list-item-tab", "crlf"])
+def test_an_indented_or_crlf_tool_block_earns_what_the_flush_one_does(fresh, tool):
+    """v0: the list item's program was an IndentationError (fmt = tool = step = 0) and a CRLF fence no code (mask 0)."""
+    flush, other = fresh(), fresh()
+    for env, reply in ((flush, FLUSH), (other, tool)):
+        env.step(RIGHT)
+        env.step(reply)
+    assert other.infos["tool"] == flush.infos["tool"] and other.rewards["tool"] == pytest.approx(1.0)
+    assert other.infos["tool"]["local_terms"] == {"fmt": 1, "tool": 1, "step": 1}
 
 
 def test_tool_alone_is_scored_on_its_own_answer(fresh):
@@ -239,7 +257,7 @@ def test_fork_mid_turn_is_independent_and_shares_the_sandbox(fresh):
 
 
 def test_generated_problem_options(sandbox):
-    env = math_v0.raw_env(difficulty=3, topics=["probability"], sandbox=sandbox)
+    env = math_v1.raw_env(difficulty=3, topics=["probability"], sandbox=sandbox)
     for seed in range(5):
         env.reset(seed=seed, options={"split": "val"})
         assert env.instance.difficulty == 3 and env.instance.topic == "probability"
@@ -249,7 +267,7 @@ def test_dataset_mode_draws_from_the_file_by_split(sandbox, tmp_path):
     path = tmp_path / "gsm.jsonl"
     rows = [f'{{"question": "What is {i} plus {i}?", "answer": "{i} + {i} = {2 * i}\\n#### {2 * i}"}}' for i in range(40)]
     path.write_text("\n".join(rows))
-    env = math_v0.raw_env(mode="reasoner", dataset=path, sandbox=sandbox)
+    env = math_v1.raw_env(mode="reasoner", dataset=path, sandbox=sandbox)
     assert len(env.dataset_instances()) == 40
     seen = {}
     for split in ("train", "val", "test"):
@@ -264,7 +282,7 @@ def test_dataset_mode_draws_from_the_file_by_split(sandbox, tmp_path):
 
 def test_dataset_fixture_problems_through_the_oracle_table(sandbox):
     items = load_dataset(FIXTURES / "math_math.jsonl")
-    env = math_v0.raw_env(dataset=items, sandbox=sandbox)
+    env = math_v1.raw_env(dataset=items, sandbox=sandbox)
     oracle = MathOracle({i.question: i.answer for i in items})
     for item in items:
         env.reset(seed=0, options={"instance": item})
@@ -275,7 +293,7 @@ def test_dataset_fixture_problems_through_the_oracle_table(sandbox):
 
 
 def test_dataset_with_an_empty_split_names_the_fix(sandbox):
-    env = math_v0.raw_env(dataset=[PROBLEM], sandbox=sandbox)
+    env = math_v1.raw_env(dataset=[PROBLEM], sandbox=sandbox)
     from llm_marl_envs.core.instances import split_of
 
     other = next(s for s in ("train", "val", "test") if s != split_of(PROBLEM.key()))
@@ -300,7 +318,7 @@ def test_dataset_with_an_empty_split_names_the_fix(sandbox):
 )
 def test_bad_config_names_the_fix(kwargs, fix):
     with pytest.raises(ValueError, match=fix):
-        math_v0.raw_env(**kwargs)
+        math_v1.raw_env(**kwargs)
 
 
 # ------------------------------------------------------------------ parallel API and the oracle
@@ -308,11 +326,11 @@ def test_bad_config_names_the_fix(kwargs, fix):
 
 @pytest.mark.parametrize("mode", ["mas", "reasoner", "tool"])
 def test_parallel_api(mode, sandbox):
-    parallel_api_test(math_v0.parallel_env(mode=mode, sandbox=sandbox), num_cycles=20)
+    parallel_api_test(math_v1.parallel_env(mode=mode, sandbox=sandbox), num_cycles=20)
 
 
 def test_parallel_episode_with_the_oracle(sandbox):
-    env = math_v0.parallel_env(sandbox=sandbox)
+    env = math_v1.parallel_env(sandbox=sandbox)
     oracle = make_oracle("math")
     observations, _ = env.reset(seed=4, options={"split": "test"})
     observations, rewards, terminations, _, infos = env.step({r: oracle.act(r, o) for r, o in observations.items()})
@@ -324,7 +342,7 @@ def test_parallel_episode_with_the_oracle(sandbox):
 def test_oracle_earns_the_maximum_reward_at_every_difficulty(sandbox):
     oracle = make_oracle("math")
     for difficulty in (1, 2, 3):
-        env = math_v0.env(difficulty=difficulty, sandbox=sandbox)
+        env = math_v1.env(difficulty=difficulty, sandbox=sandbox)
         for seed in range(10):
             result = run_episode(env, oracle, seed=seed, split="test")
             assert result.success and result.turns == 1

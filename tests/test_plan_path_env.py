@@ -8,8 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from llm_marl_envs import plan_path_v1
-from llm_marl_envs.core.text import MAX_MOVES, MOVE_WORDS, parse_moves
+from agents.oracle import make_oracle
+from llm_marl_envs import plan_path_v2
+from llm_marl_envs.core.text import MAX_MOVES, MOVE_WORDS, extract_code, parse_moves
 from llm_marl_envs.plan_path.generator import PlanPathConfig, PlanPathInstance, generate, two_distinct
 from llm_marl_envs.plan_path.rules import Grid, bfs_distances, shortest_path, simulate
 from llm_marl_envs.core.instances import instance_rng
@@ -22,7 +23,7 @@ INSTANCE = PlanPathInstance(GRID, (0, 0), (1, 3), 6)
 
 
 def fresh(mode="mas", **kw):
-    env = plan_path_v1.raw_env(mode=mode, **kw)
+    env = plan_path_v2.raw_env(mode=mode, **kw)
     env.reset(seed=0, options={"instance": INSTANCE})
     return env
 
@@ -101,6 +102,48 @@ def test_tool_reward_terms(reply, fmt, exe, shape, mask, team, reward):
     assert env.agent_selection == "planner"
 
 
+def in_a_list_item(reply: str, indent: str) -> str:
+    """`reply` with its code block in a markdown list item: the fences and every non-blank line indented alike."""
+    before, fence, block = reply.partition("```")
+    return before + "\n\n1. The program:\n\n" + "".join(indent + line if line.strip() else line
+                                                     for line in (fence + block).splitlines(True))
+
+
+@pytest.mark.parametrize("variant", [lambda r: in_a_list_item(r, "   "), lambda r: in_a_list_item(r, "\t"),
+                                     lambda r: r.replace("\n", "\r\n"), lambda r: in_a_list_item(r, "  ").replace("\n", "\r\n")],
+                         ids=["spaces", "tab", "crlf", "crlf-spaces"])
+def test_an_indented_or_crlf_tool_block_earns_what_the_flush_one_does(variant):
+    """The oracle's BFS program in a list item or with CRLF line endings is the same program: the same
+    proposal, reward and planner prompt (v1: an IndentationError, fmt = exec = shape = 0; a CRLF fence was no code, mask 0)."""
+    flush, other = fresh(), fresh()
+    reply = make_oracle("plan_path").act("tool", flush.observe("tool"))
+    flush.step(reply)
+    other.step(variant(reply))
+    assert other.infos["tool"] == flush.infos["tool"] and flush.infos["tool"]["reward"] == pytest.approx(1.0)
+    assert other.infos["tool"]["proposal"] == "[D, D, R, R, R, U]"
+    assert other.observe("planner") == flush.observe("planner")
+
+
+CODE = "x = 1\nif x:\n    print('[D, D, R]')\n"
+
+
+@pytest.mark.parametrize("reply", [
+    "Steps:\n\n1. Print the path:\n\n   ```python\n   x = 1\n   if x:\n       print('[D, D, R]')\n   ```\n",
+    "- item\n\n\t```python\n\tx = 1\n\tif x:\n\t    print('[D, D, R]')\n\t```",
+    "Code:\r\n```python\r\nx = 1\r\nif x:\r\n    print('[D, D, R]')\r\n```\r\n",
+    "1. Code:\r\n\r\n   ```py\r\n   x = 1\r\n   if x:\r\n       print('[D, D, R]')\r\n   ```",
+], ids=["list-item-spaces", "list-item-tab", "crlf", "crlf-list-item"])
+def test_extract_code_reads_an_indented_or_crlf_block_as_the_flush_one(reply):
+    assert extract_code(reply) == (CODE, None)
+
+
+def test_extract_code_leaves_a_flush_block_as_written():
+    """Dedenting it would empty the whitespace-only line inside its string literal."""
+    flush = "```python\ns = \"\"\"a\n   \nb\"\"\"\nif s:\n    print(s)\n```"
+    assert extract_code(flush) == (flush[len("```python\n"):-3], None)
+    assert extract_code("no code") == (None, "no ```python code block found")
+
+
 def test_planner_sees_tool_code_output_and_proposal():
     env = fresh()
     env.step("```python\nprint('[D, D, R]')\n```")
@@ -155,7 +198,7 @@ def test_generator_respects_config_and_is_deterministic():
 )
 def test_bad_config_names_the_fix(kwargs, fix):
     with pytest.raises(ValueError, match=fix):
-        plan_path_v1.raw_env(**kwargs)
+        plan_path_v2.raw_env(**kwargs)
 
 
 def _reference_bfs(grid, source):
@@ -226,7 +269,7 @@ def test_generated_key_is_the_key_built_from_the_walls():
 
 def test_grid_text_draws_every_cell_as_the_cell_by_cell_rendering():
     """`grid_text` places A on rows built once per episode; it must equal the plain per-cell drawing."""
-    env = plan_path_v1.raw_env()
+    env = plan_path_v2.raw_env()
     for seed in range(20):
         env.reset(seed=seed)
         inst = env.instance

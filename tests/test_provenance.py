@@ -25,15 +25,15 @@ def test_version_names_the_release_and_the_commit(capsys):
 
 
 def test_versions_record_the_packages_environment_and_device():
-    now = versions("plan_path_v1", "cpu")
-    assert now["llm_marl"] == __version__ and now["environment"] == "plan_path_v1" and now["device"] == "cpu"
+    now = versions("plan_path_v2", "cpu")
+    assert now["llm_marl"] == __version__ and now["environment"] == "plan_path_v2" and now["device"] == "cpu"
     assert now["packages"]["torch"] == torch.__version__ and "transformers" in now["packages"]
     assert now["python"].count(".") == 2 and now["cpu"]
 
 
 def test_a_resume_on_other_versions_says_so_and_adds_them(tmp_path):
     said = []
-    first = versions("plan_path_v1", "cpu")
+    first = versions("plan_path_v2", "cpu")
     record(tmp_path, first, said.append)
     saved = json.loads((tmp_path / "versions.json").read_text())
     assert saved == {**first, "resumes": []} and not said

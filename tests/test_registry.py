@@ -43,7 +43,9 @@ def test_short_names_module_names_and_ids_resolve_to_one_entry(name):
     assert entry.load().raw_env.metadata["name"] == entry.module
 
 
-@pytest.mark.parametrize("old,current", [("plan_path_v0", "plan_path_v1"), ("llm_marl/Sokoban-v0", "llm_marl/Sokoban-v1"),
+@pytest.mark.parametrize("old,current", [("plan_path_v0", "plan_path_v2"), ("plan_path_v1", "llm_marl/PlanPath-v2"),
+                                         ("llm_marl/Sokoban-v0", "llm_marl/Sokoban-v2"), ("sokoban_v1", "sokoban_v2"),
+                                         ("sudoku_v0", "llm_marl/Sudoku-v1"), ("llm_marl/Math-v0", "math_v1"),
                                          ("mass_v0", "mass_v2"), ("llm_marl/MASS-v1", "mass_v2"),
                                          ("llm_marl/DeepSearch-v0", "deep_search_v2"), ("deep_search_v1", "llm_marl/DeepSearch-v2"),
                                          ("code_v0", "llm_marl/Code-v1")])
@@ -55,19 +57,28 @@ def test_an_older_version_names_the_current_one(old, current):
 
 
 def test_an_older_module_name_returns_the_current_version_with_a_warning():
-    """`llm_marl_envs.sokoban_v0.env()` keeps working after the v1 bump, and says what happened."""
+    """`llm_marl_envs.sokoban_v0.env()` keeps working after the v1 and v2 bumps, and says what happened."""
     import llm_marl_envs
 
-    with pytest.warns(FutureWarning, match=r"sokoban_v0 was replaced by llm_marl_envs\.sokoban_v1"):
+    with pytest.warns(FutureWarning, match=r"sokoban_v0 was replaced by llm_marl_envs\.sokoban_v2"):
         module = llm_marl_envs.sokoban_v0
-    assert module is llm_marl_envs.sokoban_v1
+    assert module is llm_marl_envs.sokoban_v2
     env = module.env()
     env.reset(seed=0)
-    assert env.unwrapped.metadata["name"] == "sokoban_v1"
+    assert env.unwrapped.metadata["name"] == "sokoban_v2"
     with pytest.raises(AttributeError):
         llm_marl_envs.sokoban_v7
     with pytest.raises(AttributeError):
         llm_marl_envs.sudoku_v0_extra
+
+
+@pytest.mark.parametrize("old,current", [("plan_path_v0", "plan_path_v2"), ("plan_path_v1", "plan_path_v2"),
+                                         ("sokoban_v1", "sokoban_v2"), ("sudoku_v0", "sudoku_v1"), ("math_v0", "math_v1"),
+                                         ("code_v0", "code_v1")])
+def test_every_older_module_name_is_the_current_module(old, current):
+    with pytest.warns(FutureWarning, match=rf"{old} was replaced by llm_marl_envs\.{current}"):
+        module = getattr(llm_marl_envs, old)
+    assert module is getattr(llm_marl_envs, current) and module.raw_env.metadata["name"] == current
 
 
 def test_an_older_module_name_imports_as_the_current_version_with_a_warning():
@@ -77,10 +88,10 @@ def test_an_older_module_name_imports_as_the_current_version_with_a_warning():
     import llm_marl_envs
 
     try:
-        with pytest.warns(FutureWarning, match=r"sokoban_v0 was replaced by llm_marl_envs\.sokoban_v1"):
+        with pytest.warns(FutureWarning, match=r"sokoban_v0 was replaced by llm_marl_envs\.sokoban_v2"):
             import llm_marl_envs.sokoban_v0 as module
-        assert module is llm_marl_envs.sokoban_v1 and module.env().unwrapped.metadata["name"] == "sokoban_v1"
-        assert module.__spec__.name == module.__name__ == "llm_marl_envs.sokoban_v1"
+        assert module is llm_marl_envs.sokoban_v2 and module.env().unwrapped.metadata["name"] == "sokoban_v2"
+        assert module.__spec__.name == module.__name__ == "llm_marl_envs.sokoban_v2"
         with pytest.raises(ModuleNotFoundError):
             import llm_marl_envs.sokoban_v7  # noqa: F401
     finally:  # attribute access warns again in the other tests

@@ -11,7 +11,7 @@ import pytest
 from envs import delegation
 from llm_marl.engines.base import SamplingParams
 from llm_marl.rollout import (Decision, Parallel, Task, collate, make_tasks, parallel, resolve_sigma, rollout, tree)
-from llm_marl_envs import plan_path_v1
+from llm_marl_envs import plan_path_v2
 from llm_marl_envs.plan_path.generator import PlanPathInstance
 from llm_marl_envs.plan_path.rules import Grid
 
@@ -41,7 +41,7 @@ def engine(reply_fn=lambda req, k: "hello"):
 
 
 def plan_path_task(task_id, mode="mas", max_turns=2):
-    return Task(task_id, partial(plan_path_v1.raw_env, mode=mode, max_turns=max_turns), seed=0, options={"instance": INSTANCE})
+    return Task(task_id, partial(plan_path_v2.raw_env, mode=mode, max_turns=max_turns), seed=0, options={"instance": INSTANCE})
 
 
 def snapshot(env):
@@ -68,7 +68,7 @@ def test_one_engine_call_per_wave_across_envs_branches_and_roles():
 
 
 def test_forks_never_mutate_the_original():
-    env = plan_path_v1.raw_env(mode="mas", max_turns=2)
+    env = plan_path_v2.raw_env(mode="mas", max_turns=2)
     env.reset(seed=0, options={"instance": INSTANCE})
     before = snapshot(env)
     f = env.fork()
@@ -111,7 +111,7 @@ def test_tree_steps_only_forks_and_each_fork_once():
     log, roots = [], []
 
     def make():
-        roots.append(Spy(plan_path_v1.raw_env(mode="planner", max_turns=3), log))
+        roots.append(Spy(plan_path_v2.raw_env(mode="planner", max_turns=3), log))
         return roots[-1]
 
     answers = itertools.cycle(["#### [D]", "#### [U]", "#### [R]"])

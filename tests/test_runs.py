@@ -191,9 +191,9 @@ def test_any_spelling_of_algo_takes_its_flags_and_is_saved_as_its_id(spelling):
     assert TrainConfig(run=RunConfig(algo=spelling)).to_dict()["run"]["algo"] == "at-grpo"
 
 
-@pytest.mark.parametrize("env", ["plan_path_v1", "llm_marl/PlanPath-v1"])
+@pytest.mark.parametrize("env", ["plan_path_v2", "llm_marl/PlanPath-v2"])
 def test_an_env_given_by_its_module_or_pettingzoo_id_is_the_env(tmp_path, env):
-    """--env plan_path_v1 (the registry takes it, as eval and sft do) trained the 10x10 default instead of the quick
+    """--env plan_path_v2 (the registry takes it, as eval and sft do) trained the 10x10 default instead of the quick
     configuration that eval then scored its adapters on, in a run directory named after the alias (its PettingZoo id
     made a folder llm_marl/ under --out-dir)."""
     from llm_marl.cli import main

@@ -83,8 +83,8 @@ def test_an_oracle_arg_for_another_env_names_the_flag(tmp_path, capsys, monkeypa
 
 
 def test_an_env_given_by_its_pettingzoo_id_names_the_run_by_the_env(tmp_path):
-    """Its '/' once made a folder llm_marl/ under --out-dir, holding PlanPath-v1__sft__0__<time>."""
-    assert main(["sft", "--env", "llm_marl/PlanPath-v1", *TINY_ARGS, "--model", "tiny-random", "--demos", "1", "--heldout-demos", "0",
+    """Its '/' once made a folder llm_marl/ under --out-dir, holding PlanPath-v2__sft__0__<time>."""
+    assert main(["sft", "--env", "llm_marl/PlanPath-v2", *TINY_ARGS, "--model", "tiny-random", "--demos", "1", "--heldout-demos", "0",
                  "--epochs", "1", "--lora-r", "4", "--lora-alpha", "8", "--out-dir", str(tmp_path)]) == 0
     [run] = tmp_path.iterdir()
     assert run.name.startswith("plan_path__sft__0__") and (run / "adapters").is_dir()

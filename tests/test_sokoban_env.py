@@ -8,7 +8,7 @@ import pytest
 
 from agents import run_episode
 from agents.oracle.sokoban import TOOL_PROGRAM, SokobanOracle, parse_board, solve_board, solves
-from llm_marl_envs import sokoban_v1
+from llm_marl_envs import sokoban_v2
 from llm_marl_envs.core.instances import instance_rng
 from llm_marl_envs.sokoban.generator import SokobanConfig, SokobanInstance, generate
 from llm_marl_envs.sokoban.rules import State
@@ -37,7 +37,7 @@ def instance(level: str) -> SokobanInstance:
 
 
 def fresh(level: str = ONE_BOX, mode: str = "mas", **kw):
-    env = sokoban_v1.raw_env(mode=mode, **kw)
+    env = sokoban_v2.raw_env(mode=mode, **kw)
     env.reset(seed=0, options={"instance": instance(level)})
     return env
 
@@ -193,7 +193,7 @@ def test_tool_mode_applies_the_proposal():
 
 
 def test_render_shows_board_and_count():
-    env = sokoban_v1.raw_env(render_mode="ansi")
+    env = sokoban_v2.raw_env(render_mode="ansi")
     env.reset(seed=0, options={"instance": instance(TWO_BOXES)})
     env.step(tool("[R, R]"))
     env.step("#### [R, R]")
@@ -202,7 +202,7 @@ def test_render_shows_board_and_count():
 
 
 def test_env_arguments_reach_the_generator():
-    env = sokoban_v1.env(num_boxes=2, height=7, width=7, inner_walls=3, min_solution_moves=5, max_solution_moves=20)
+    env = sokoban_v2.env(num_boxes=2, height=7, width=7, inner_walls=3, min_solution_moves=5, max_solution_moves=20)
     env.reset(seed=3, options={"split": "val"})
     inst = env.unwrapped.instance
     assert inst.state.num_boxes == 2 and (inst.state.height, inst.state.width) == (7, 7)
@@ -222,7 +222,7 @@ def test_env_arguments_reach_the_generator():
 )
 def test_bad_config_names_the_fix(kwargs, fix):
     with pytest.raises(ValueError, match=fix):
-        sokoban_v1.raw_env(**kwargs)
+        sokoban_v2.raw_env(**kwargs)
 
 
 # ---------------------------------------------------------------- oracle
@@ -250,7 +250,7 @@ def test_oracle_tool_program_is_a_real_program():
 @pytest.mark.parametrize("program", SokobanOracle.PROGRAMS)
 @pytest.mark.parametrize("mode", ["mas", "planner", "tool"])
 def test_oracle_solves_two_box_levels_in_one_turn(mode, program):
-    env = sokoban_v1.env(mode=mode, num_boxes=2)
+    env = sokoban_v2.env(mode=mode, num_boxes=2)
     for seed in range(5):
         result = run_episode(env, SokobanOracle(program=program), seed=seed, split="test")
         assert result.success and result.turns == 1
@@ -258,7 +258,7 @@ def test_oracle_solves_two_box_levels_in_one_turn(mode, program):
 
 
 def test_the_answer_program_is_one_short_line_and_an_unknown_style_is_refused():
-    env = sokoban_v1.env(mode="tool")
+    env = sokoban_v2.env(mode="tool")
     env.reset(seed=0, options={"split": "test"})
     reply = SokobanOracle(program="answer").act("tool", env.observe("tool"))
     moves = ", ".join(env.unwrapped.instance.solution)
@@ -268,9 +268,9 @@ def test_the_answer_program_is_one_short_line_and_an_unknown_style_is_refused():
 
 
 def test_doc_page_example_is_the_real_observation():
-    env = sokoban_v1.env()
+    env = sokoban_v2.env()
     env.reset(seed=0, options={"split": "test"})
-    doc = sokoban_v1.__doc__
+    doc = sokoban_v2.__doc__
     block = doc[doc.index("\n\n    ", doc.index("Example observation")):doc.index("Action grammar")]
     example = "\n".join(line[4:] for line in block.strip("\n").splitlines())
     assert example == env.unwrapped.describe_task()

@@ -12,7 +12,7 @@ from pettingzoo.test import api_test
 from agents import run_episode
 from agents.garbage import GARBAGE
 from agents.oracle.sudoku import SudokuOracle, is_solution, read_task, solve_sudoku
-from llm_marl_envs import sudoku_v0
+from llm_marl_envs import sudoku_v1
 from llm_marl_envs.sudoku.generator import SudokuInstance
 from llm_marl_envs.sudoku.rules import Shape
 from llm_marl_envs.sudoku.solver import count_solutions
@@ -39,7 +39,7 @@ ALL_STEPS = "[" + ",".join(f"[{r + 1},{c + 1},{SOLUTION[r][c]}]" for r in range(
 
 
 def fresh(mode: str = "mas", instance: SudokuInstance = INSTANCE, **kw):
-    env = sudoku_v0.raw_env(mode=mode, **kw)
+    env = sudoku_v1.raw_env(mode=mode, **kw)
     env.reset(seed=0, options={"instance": instance})
     return env
 
@@ -221,12 +221,12 @@ def test_fork_keeps_the_grid_independent():
 
 
 def test_docstring_example_observation_is_current():
-    env = sudoku_v0.raw_env()
+    env = sudoku_v1.raw_env()
     env.reset(seed=0, options={"split": "test"})
     task = env.describe_task()
-    doc = "\n".join(line[4:] for line in sudoku_v0.__doc__.splitlines())
+    doc = "\n".join(line[4:] for line in sudoku_v1.__doc__.splitlines())
     assert task in doc
-    assert SOLUTION_JSON in sudoku_v0.__doc__  # the documented solution of that instance
+    assert SOLUTION_JSON in sudoku_v1.__doc__  # the documented solution of that instance
     assert env.instance.solution == SOLUTION
 
 
@@ -251,7 +251,7 @@ def test_oracle_planner_rejects_a_wrong_proposal():
 
 @pytest.mark.parametrize("size,mode,seeds", [(9, "mas", 4), (9, "tool", 2), (9, "planner", 4), (6, "mas", 5)])
 def test_oracle_solves_larger_puzzles_in_one_turn(size, mode, seeds):
-    env = sudoku_v0.env(size=size, mode=mode)
+    env = sudoku_v1.env(size=size, mode=mode)
     for seed in range(seeds):
         result = run_episode(env, SudokuOracle(), seed=seed, split="test")
         assert result.success and result.turns == 1, (size, mode, seed)
@@ -262,7 +262,7 @@ def test_oracle_solves_larger_puzzles_in_one_turn(size, mode, seeds):
 
 @pytest.mark.parametrize("kwargs", [{"size": 9}, {"size": 6, "mode": "planner"}, {"size": 4, "min_clues": 8, "mode": "tool"}])
 def test_api_on_other_sizes(kwargs):
-    api_test(sudoku_v0.env(**kwargs), num_cycles=20)
+    api_test(sudoku_v1.env(**kwargs), num_cycles=20)
 
 
 @pytest.mark.parametrize(
@@ -278,7 +278,7 @@ def test_api_on_other_sizes(kwargs):
 )
 def test_bad_config_names_the_fix(kwargs, fix):
     with pytest.raises(ValueError, match=fix):
-        sudoku_v0.raw_env(**kwargs)
+        sudoku_v1.raw_env(**kwargs)
 
 
 @pytest.mark.parametrize("size", [4, 6, 8, 9, 12, 16])

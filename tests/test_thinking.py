@@ -19,7 +19,7 @@ from llm_marl.engines.scripted import ScriptedEngine
 from llm_marl.models.tiny_random import CHAT_TEMPLATE
 from llm_marl.policies import LoRAConfig, PolicySet
 from llm_marl.rollout import Task, parallel, rollout
-from llm_marl_envs import plan_path_v1
+from llm_marl_envs import plan_path_v2
 
 # As Qwen3's template writes them: the generation prompt closes an empty <think> block when enable_thinking is
 # false, and the last assistant reply is written after an empty block.
@@ -86,7 +86,7 @@ def _planner_task():
     from llm_marl_envs.plan_path.rules import Grid
 
     instance = PlanPathInstance(Grid(3, 4, frozenset({(0, 2), (1, 2)})), (0, 0), (1, 3), 6)
-    return Task("t", partial(plan_path_v1.raw_env, mode="planner", max_turns=1), seed=0, options={"instance": instance})
+    return Task("t", partial(plan_path_v2.raw_env, mode="planner", max_turns=1), seed=0, options={"instance": instance})
 
 
 @pytest.mark.parametrize("thought, solved", [("<think>\nThe wall is in column 2: go down first.\n</think>\n\n", True),
@@ -189,7 +189,7 @@ def test_only_the_thinking_roles_prompts_think(policy):
     finally:
         policy.thinking = False
     engine = ScriptedEngine(lambda request, k: "#### U")
-    rollout([Task("t", plan_path_v1.raw_env, seed=0)], parallel(1), engine, sigma={"tool": "a", "planner": "b"})
+    rollout([Task("t", plan_path_v2.raw_env, seed=0)], parallel(1), engine, sigma={"tool": "a", "planner": "b"})
     roles = [(r.role, r.tag.agent) for call in engine.calls for r in call]
     assert {role for role, _ in roles} == {"tool", "planner"} and all(role == agent for role, agent in roles)
 

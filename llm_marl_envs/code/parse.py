@@ -1,9 +1,10 @@
 """Parsing the coder's program and the tester's test case (AT-GRPO A.2.2 formats), tolerantly.
 
-Coder: the first ```python block (or the first unlabelled block), as `core.text.extract_code`, with
-two tolerances of its own: CRLF line endings (`\\r\\n`, the fence's too) are read as newlines, and a block
-indented as a whole (inside a markdown list item: the fences and every line indented alike) loses
-that common indentation (`textwrap.dedent`), which would otherwise be an IndentationError.
+Coder: the first ```python block (or the first unlabelled block), read by `core.text.extract_code`
+as every environment's code block is: CRLF line endings (`\\r\\n`, the fence's too) are read as
+newlines, and a block indented as a whole (inside a markdown list item: the fences and every line
+indented alike) loses that common indentation (`textwrap.dedent`), which would otherwise be an
+IndentationError.
 
 Tester: `**Test Input:**` followed by the input and `**Test Output:**` followed by the expected
 output. Accepted variations: any case, bold or not, the colon inside or outside the bold markers
@@ -16,7 +17,6 @@ in the length of the reply.
 from __future__ import annotations
 
 import re
-import textwrap
 
 from ..core.text import extract_code
 from .problems import TestCase
@@ -36,14 +36,8 @@ _FENCE = re.compile(r"```[^\n`]*\n(.*?)(?:```|\Z)", re.S)
 
 
 def parse_code(reply: str) -> tuple[str | None, str | None]:
-    """(program, None) or (None, error)."""
-    code, error = extract_code(reply.replace("\r\n", "\n"))
-    if code is None:
-        return None, error
-    first = next((line for line in code.split("\n") if line.strip()), "")
-    # Only a block whose first line is indented: a program that compiles starts at column 0, and
-    # dedent would also empty its whitespace-only lines (in a string literal, say).
-    return (textwrap.dedent(code) if first[:1] in (" ", "\t") else code), None
+    """(program, None) or (None, error): `core.text.extract_code`."""
+    return extract_code(reply)
 
 
 def _section_text(body: str) -> str:

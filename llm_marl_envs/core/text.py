@@ -1,5 +1,9 @@
 """Parsers shared by the environments: code blocks, the final answer after `####`, move lists.
 
+A code block is read the same way by every environment that runs one (the tool programs of
+plan_path, sokoban, sudoku and math, the coder's of code): CRLF line endings are newlines, and a
+block indented as a whole, as in a markdown list item, loses that common indentation.
+
 Model output is untrusted text: everything here is regex / `json` / `ast.literal_eval` only, never
 `eval`, and a failure is returned as an error string, never raised. Every parser is
 linear in the length of its input (replies can be 64 KiB of adversarial text).
@@ -9,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import re
+import textwrap
 from collections.abc import Iterator
 
 _CODE_BLOCK = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[ \t]*\n(.*?)```", re.S)
@@ -24,16 +29,28 @@ _LETTERS = frozenset("UDLR")
 def extract_code(text: str) -> tuple[str | None, str | None]:
     """The program in the reply: the first ```python block (or the first unlabelled block).
 
+    Two tolerances for what models write: CRLF line endings (`\\r\\n`, the fence's too) are read as
+    newlines, and a block indented as a whole (inside a markdown list item: the fences and every line
+    indented alike) loses that common indentation (`textwrap.dedent`), which would otherwise be an
+    IndentationError. A flush block (its first non-blank line at column 0) keeps its text, CRLF aside.
+
     Returns (code, None) or (None, error).
     """
-    blocks = _CODE_BLOCK.findall(text)
+    blocks = _CODE_BLOCK.findall(text.replace("\r\n", "\n"))
     for lang, body in blocks:
         if lang.lower() in ("python", "py", "python3"):
-            return body, None
+            return _unindented(body), None
     for lang, body in blocks:
         if not lang:
-            return body, None
+            return _unindented(body), None
     return None, "no ```python code block found"
+
+
+def _unindented(code: str) -> str:
+    first = next((line for line in code.split("\n") if line.strip()), "")
+    # Only a block whose first line is indented: a program that compiles starts at column 0, and
+    # dedent would also empty its whitespace-only lines (in a string literal, say).
+    return textwrap.dedent(code) if first[:1] in (" ", "\t") else code
 
 
 def compile_error(code: str) -> Exception | None:

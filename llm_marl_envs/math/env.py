@@ -3,7 +3,7 @@ appendix A.1.1; prompts A.2.2 "Math MAS Workflow").
 
 | | |
 |---|---|
-| Creation | `llm_marl_envs.math_v0.env()` / `pettingzoo.make("aec", "llm_marl/Math-v0")`; `math_v0.parallel_env()` |
+| Creation | `llm_marl_envs.math_v1.env()` / `pettingzoo.make("aec", "llm_marl/Math-v1")`; `math_v1.parallel_env()` |
 | Agents | `reasoner`, `tool` (mode "mas"); `reasoner` alone (mode "reasoner"); `tool` alone (mode "tool") |
 | Turn order | reasoner, tool, reasoner, tool, ... for up to `max_turns` turns; within a turn neither sees the other's reply |
 | Observation | `{"messages": [chat in OpenAI format], "turn": int}`: the problem, then (turns > 0) the mismatch history |
@@ -54,9 +54,11 @@ prints the answer; the last non-empty printed line is the answer (`Fraction(1, 3
     print(math.gcd(84, 126))
     ```
 
-The program runs in the sandbox (standard library only, time/memory/output limits, no network).
-Answers are compared by `llm_marl_envs.math.verify.answers_match` (Math-Verify + NumEq, δ = 1e-6;
-exact values must be equal).
+CRLF line endings are read as newlines, and a block indented as a whole (in a markdown list item,
+fences included) loses its common indentation (`core.text.extract_code`). The program runs in the
+sandbox (standard library only, time/memory/output limits, no network). Answers are compared by
+`llm_marl_envs.math.verify.answers_match` (Math-Verify + NumEq, δ = 1e-6; exact values must be
+equal).
 
 Workflow. Turn k: the reasoner answers ŷ_k and the tool's program prints ỹ_k. From turn 1 on, both
 see every previous turn: the reasoner's reply and extracted answer, the tool's code, execution status,
@@ -99,7 +101,11 @@ after T turns (a truncation, unless that last turn agreed or succeeded).
 tool's `tool_status`, `agreed` (mode "mas", at the tool's step) and, on the last step,
 `final_answer`.
 
-Version history: v0 initial release.
+Version history:
+- v1: the tool's code block is read with CRLF line endings (a ```` ```python\\r\\n ```` fence was not
+  found: no code, mask 0) and without the indentation of a block indented as a whole, e.g. in a
+  markdown list item (v0 ran it as written: an IndentationError, fmt = tool = step = 0).
+- v0: initial release.
 """
 
 from __future__ import annotations
@@ -150,7 +156,7 @@ class ProblemBank:
 
 
 class raw_env(TextAECEnv):
-    metadata = {"render_modes": ["human", "ansi"], "name": "math_v0", "is_parallelizable": True}
+    metadata = {"render_modes": ["human", "ansi"], "name": "math_v1", "is_parallelizable": True}
     instance_namespace = "math"
 
     def __init__(self, mode: Mode = "mas", max_turns: int = 4, difficulty: int | None = None,

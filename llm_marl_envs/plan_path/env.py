@@ -2,7 +2,7 @@
 
 | | |
 |---|---|
-| Creation | `llm_marl_envs.plan_path_v1.env()` / `pettingzoo.make("aec", "llm_marl/PlanPath-v1")` |
+| Creation | `llm_marl_envs.plan_path_v2.env()` / `pettingzoo.make("aec", "llm_marl/PlanPath-v2")` |
 | Agents | `tool`, `planner` (mode "mas"); `planner` alone (mode "planner"); `tool` alone (mode "tool") |
 | Turn order | tool, planner, tool, planner, ... for up to `max_turns` turns |
 | Observation | `{"messages": [chat in OpenAI format], "turn": int}`; the task shows the current position |
@@ -15,8 +15,10 @@ Arguments: `mode` ("mas" | "planner" | "tool"), `max_turns` (T, default 4), `hei
 `reset(seed, options={"split": "train"|"val"|"test"})`.
 
 Action grammar. Tool: one ```python block whose program prints an action list such as
-`[U, R, D, L]`. Planner: reasoning, then a line `#### [U, R, D, L]`. Moves: U (row-1), D (row+1),
-L (col-1), R (col+1). A move into a wall or off the grid stops the rest of the list.
+`[U, R, D, L]`; CRLF line endings are read as newlines, and a block indented as a whole (in a
+markdown list item, fences included) loses its common indentation (`core.text.extract_code`).
+Planner: reasoning, then a line `#### [U, R, D, L]`. Moves: U (row-1), D (row+1), L (col-1),
+R (col+1). A move into a wall or off the grid stops the rest of the list.
 
 Rewards (A.1.4), per agent at turn k: r = λ·r_team + (1-λ)·m·r_loc, λ_plan = 0.5, with d_k the
 Manhattan distance to the goal and d_0 = max(1, initial distance):
@@ -43,6 +45,9 @@ Termination: the planner's list ends on the goal (terminated, `success=True`); t
 `max_turns` turns. `infos[agent]` holds the breakdown, `parse_error`, `turn` and `success`.
 
 Version history:
+- v2: the tool's code block is read with CRLF line endings (a ```` ```python\\r\\n ```` fence was not
+  found: no code, mask 0, reward 0) and without the indentation of a block indented as a whole, e.g.
+  in a markdown list item (v1 ran it as written: an IndentationError, fmt = exec = shape = 0).
 - v1: an empty action list (`#### []`, or a tool program printing `[]`) is a format error; it earned
   local 0.6 (planner) and 0.6 (tool) in v0.
 - v0: initial release.
@@ -75,7 +80,7 @@ def planner_feedback(sim: Simulation, answer: list[str], goal: Cell) -> str:
 
 
 class raw_env(MoveListAnswers, ToolPlannerEnv):
-    metadata = {"render_modes": ["human", "ansi"], "name": "plan_path_v1", "is_parallelizable": False}
+    metadata = {"render_modes": ["human", "ansi"], "name": "plan_path_v2", "is_parallelizable": False}
     has_global_state = True  # state(): the board as text
     instance_namespace = "plan_path"
     prompts = prompts

@@ -2,7 +2,7 @@
 
 | | |
 |---|---|
-| Creation | `llm_marl_envs.sokoban_v1.env()` / `pettingzoo.make("aec", "llm_marl/Sokoban-v1")` |
+| Creation | `llm_marl_envs.sokoban_v2.env()` / `pettingzoo.make("aec", "llm_marl/Sokoban-v2")` |
 | Agents | `tool`, `planner` (mode "mas"); `planner` alone (mode "planner"); `tool` alone (mode "tool") |
 | Turn order | tool, planner, tool, planner, ... for up to `max_turns` turns |
 | Observation | `{"messages": [chat in OpenAI format], "turn": int}`; the task shows the current board |
@@ -38,7 +38,9 @@ solution `[R, U, L, U, R, R]`):
     Turn 1 of 4.
 
 Action grammar. Tool: one ```python block whose program prints an action list such as
-`[U, R, D, L]`. Planner: reasoning, then a line `#### [U, R, D, L]`. Moves are U/D/L/R (also
+`[U, R, D, L]`; CRLF line endings are read as newlines, and a block indented as a whole (in a
+markdown list item, fences included) loses its common indentation (`core.text.extract_code`).
+Planner: reasoning, then a line `#### [U, R, D, L]`. Moves are U/D/L/R (also
 `up`/`down`/`left`/`right`, quoted or not, separated by commas or spaces). The list is executed from
 the current board; the first illegal move (into a wall, a box into a wall or another box, off the
 grid) stops the rest of the list.
@@ -72,6 +74,9 @@ truncation after `max_turns` turns. `infos[agent]` holds the breakdown, `parse_e
 `success`.
 
 Version history:
+- v2: the tool's code block is read with CRLF line endings (a ```` ```python\\r\\n ```` fence was not
+  found: no code, mask 0, reward 0) and without the indentation of a block indented as a whole, e.g.
+  in a markdown list item (v1 ran it as written: an IndentationError, fmt = exec = pot = 0).
 - v1: an empty action list (`#### []`, or a tool program printing `[]`) is a format error; in v0 it
   parsed and earned local 0.55 (planner: fmt, dlk) and 0.70 (tool: fmt, pot).
 - v0: initial release.
@@ -136,7 +141,7 @@ def planner_feedback(before: State, sim: Simulation, answer: list[str]) -> str:
 
 
 class raw_env(MoveListAnswers, ToolPlannerEnv):
-    metadata = {"render_modes": ["human", "ansi"], "name": "sokoban_v1", "is_parallelizable": False}
+    metadata = {"render_modes": ["human", "ansi"], "name": "sokoban_v2", "is_parallelizable": False}
     has_global_state = True  # state(): the board as text
     instance_namespace = "sokoban"
     prompts = prompts

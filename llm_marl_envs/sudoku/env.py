@@ -2,7 +2,7 @@
 
 | | |
 |---|---|
-| Creation | `llm_marl_envs.sudoku_v0.env()` / `pettingzoo.make("aec", "llm_marl/Sudoku-v0")` |
+| Creation | `llm_marl_envs.sudoku_v1.env()` / `pettingzoo.make("aec", "llm_marl/Sudoku-v1")` |
 | Agents | `tool`, `planner` (mode "mas"); `planner` alone (mode "planner"); `tool` alone (mode "tool") |
 | Turn order | tool, planner, tool, planner, ... for up to `max_turns` turns |
 | Observation | `{"messages": [chat in OpenAI format], "turn": int}`; the task shows the current grid |
@@ -47,7 +47,9 @@ After an answer has filled cells, the grid shows them and the clues are listed s
 
 Action grammar. Tool: one ```python block whose program prints EITHER the completed grid as a JSON
 array of arrays (`[[1,2,3,4],[3,4,1,2],[2,1,4,3],[4,3,2,1]]`) OR a JSON list of fill steps
-`[[r, c, v], ...]` (1-based row, column, digit). Planner: reasoning, then a line
+`[[r, c, v], ...]` (1-based row, column, digit); CRLF line endings are read as newlines, and a
+block indented as a whole (in a markdown list item, fences included) loses its common indentation
+(`core.text.extract_code`). Planner: reasoning, then a line
 `#### [[1,2,3,4],...]` or `#### [[1,2,3],[2,1,4]]`. Tolerated: surrounding text, markdown fences,
 Python tuples, trailing commas, `null`/0 for a blank in a grid, rows as digit strings
 (`["12.4", ...]`); the first bracketed list that is a grid or a step list counts. Indices and
@@ -86,7 +88,11 @@ Termination: the planner's answer (the tool's proposal in mode "tool") solves th
 `max_turns` turns. `infos[agent]` holds the breakdown (`reward`, `team_reward`, `local_reward`,
 `local_terms`, `mask`, `lambda`), `parse_error`, `turn` and `success`.
 
-Version history: v0 initial release.
+Version history:
+- v1: the tool's code block is read with CRLF line endings (a ```` ```python\\r\\n ```` fence was not
+  found: no code, reward 0) and without the indentation of a block indented as a whole, e.g. in a
+  markdown list item (v0 ran it as written: an IndentationError, mask 0, reward 0).
+- v0: initial release.
 """
 
 from __future__ import annotations
@@ -151,7 +157,7 @@ def planner_feedback(app: Application, clues: Grid, success: bool, bad: frozense
 
 
 class raw_env(ToolPlannerEnv):
-    metadata = {"render_modes": ["human", "ansi"], "name": "sudoku_v0", "is_parallelizable": False}
+    metadata = {"render_modes": ["human", "ansi"], "name": "sudoku_v1", "is_parallelizable": False}
     has_global_state = True  # state(): the board as text
     instance_namespace = "sudoku"
     prompts = prompts

@@ -49,6 +49,7 @@ WORST_CASES: dict[str, Callable[[int], str]] = {
     "open_fields": lambda n: "<use_mcp_tool>" + _repeat("<arguments>", n - 29) + "</use_mcp_tool>",
     "open_answers": lambda n: _repeat("<answer><search>", n),
     "open_fences": lambda n: _repeat("```python\n", n),
+    "indented_crlf_block": lambda n: "  ```python\r\n" + _repeat("   x\r\n  \t\r\n \t \r\n", n - 18) + "  ```",
     "backticks": lambda n: "`" * n,
     "hashes": lambda n: "#" * n,
     "brackets": lambda n: "[" * n,

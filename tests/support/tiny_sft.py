@@ -30,7 +30,7 @@ def oracle_pairs(n: int) -> list[tuple[list[dict[str, str]], str]]:
     oracle = make_oracle("plan_path")
     pairs = []
     for mode in ("planner", "mas"):
-        env = llm_marl_envs.plan_path_v1.raw_env(mode=mode, **ENV_ARGS)
+        env = llm_marl_envs.plan_path_v2.raw_env(mode=mode, **ENV_ARGS)
         for seed in range(n):
             env.reset(seed=seed)
             if mode == "mas":

@@ -1,4 +1,4 @@
-"""Sokoban v1. See `llm_marl_envs.sokoban.env` for the full documentation."""
+"""Sokoban v2. See `llm_marl_envs.sokoban.env` for the full documentation."""
 
 from .core.wrappers import make_env_fn
 from .sokoban.env import __doc__ as _doc

@@ -1,4 +1,4 @@
-"""Sudoku v0. See `llm_marl_envs.sudoku.env` for the full documentation."""
+"""Sudoku v1. See `llm_marl_envs.sudoku.env` for the full documentation."""
 
 from .core.wrappers import make_env_fn
 from .sudoku.env import __doc__ as _doc

@@ -1,4 +1,4 @@
-"""Plan-Path v1. See `llm_marl_envs.plan_path.env` for the full documentation."""
+"""Plan-Path v2. See `llm_marl_envs.plan_path.env` for the full documentation."""
 
 from .core.wrappers import make_env_fn
 from .plan_path.env import __doc__ as _doc
