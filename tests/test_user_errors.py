@@ -417,13 +417,17 @@ def test_non_numeric_env_arg(capsys, no_model_loads, argv):
 
 
 
-def test_play_a_configuration_without_instances(capsys):
+@pytest.mark.parametrize("command", [["play"], ["eval", "--model", "tiny-random"],
+                                     ["train", "--model", "tiny-random", "--eval-episodes", "0"]])
+def test_a_configuration_without_instances(capsys, no_model_loads, tmp_path, command):
     """A 4x4 Sokoban room has a 2x2 floor, where no box can be pushed: the reset finds no level, and play
-    once printed its ValueError as a traceback (eval already made it one line). The fix there is a larger
-    room, which the message once left out (it named reverse_steps, which no env option sets)."""
-    one_line_error(capsys, ["play", "--env", "sokoban", "--env-arg", "height=4", "--env-arg", "width=4",
-                            "--env-arg", "inner_walls=0"], "no Sokoban level satisfies", "loosen min/max_solution_moves",
-                   "enlarge the room (height, width)")
+    once printed its ValueError as a traceback. eval made it one line after the model loaded, and train
+    a traceback in step 1: both now reset one episode first. The fix is a larger room, which the message
+    once left out (it named reverse_steps, which no env option sets). train makes no run directory."""
+    one_line_error(capsys, [command[0], "--env", "sokoban", *command[1:], "--env-arg", "height=4", "--env-arg", "width=4",
+                            "--env-arg", "inner_walls=0", *(["--out-dir", str(tmp_path / "runs")] if command[0] == "train" else [])],
+                   "no Sokoban level satisfies", "loosen min/max_solution_moves", "enlarge the room (height, width)")
+    assert not (tmp_path / "runs").exists()
 
 
 @pytest.mark.parametrize("command", [["play"], ["eval", "--model", "tiny-random"], ["train", "--model", "tiny-random"]])
