@@ -36,6 +36,27 @@ def sigterm_interrupts() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
+@contextlib.contextmanager
+def interrupts_deferred() -> Iterator[None]:
+    """Ctrl-C and SIGTERM that arrive inside the block are raised when it ends (by their own handlers, which
+    the block restores): for steps that must not be cut in two, such as making a run directory and its
+    config.json. Signals reach the main thread only, so elsewhere this does nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught: list[int] = []
+    # A handler installed from C (getsignal None) could not be put back, so that signal is left alone.
+    previous = {s: signal.signal(s, lambda signum, frame: caught.append(signum))
+                for s in (signal.SIGINT, signal.SIGTERM) if signal.getsignal(s) is not None}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+        if caught:
+            signal.raise_signal(caught[0])
+
+
 def stopped_by(exc: KeyboardInterrupt) -> tuple[str, int]:
     """(what stopped the command, in words; the exit status a shell expects: 128 + the signal)."""
     if isinstance(exc, Terminated):

@@ -43,7 +43,7 @@ from llm_marl.credit.dpo import dpo_loss
 from llm_marl.credit.team import CreditConfig, assign_shapley, preference_pairs, shapley_plan
 from llm_marl.distributed.config import ClusterConfig, ClusterError
 from llm_marl.engines.base import SamplingParams
-from llm_marl.interrupts import sigterm_interrupts, stopped_by
+from llm_marl.interrupts import interrupts_deferred, sigterm_interrupts, stopped_by
 from llm_marl.loss import LossConfig
 from llm_marl.rollout import Rollout, Sample, batches_by_adapter, make_tasks, rollout
 from llm_marl.runs import CheckpointMismatch, RunDir, RunDirError, out_of_space
@@ -350,10 +350,7 @@ def _train(config: TrainConfig, resume: str | None, log: Any, engine_factory: An
     if config.model.init_adapters and not resume:
         warm_start(policy, config.model.init_adapters, log)  # before the run directory exists: a bad path leaves nothing behind
     if not resume:
-        # Named by the environment's name, also when --env gave its module or PettingZoo id (which holds a '/').
-        run = RunDir.create(run_cfg.out_dir, get_env(run_cfg.env).name, algorithm.id, run_cfg.seed, name=run_cfg.run_name or None)
-        hold.enter_context(run.held())
-        run.save_config(config.to_dict())
+        run = None  # made in the try below: a stop or failure from its creation on removes it
     optimizers = {a: torch.optim.AdamW(policy.trainable_parameters(a), lr=config.optim.lr, weight_decay=config.optim.weight_decay)
                   for a in policy.adapters}
     schedulers = {a: torch.optim.lr_scheduler.LambdaLR(opt, lr_lambda(config.optim, run_cfg.steps)) for a, opt in optimizers.items()}
@@ -377,7 +374,6 @@ def _train(config: TrainConfig, resume: str | None, log: Any, engine_factory: An
         log(f"no checkpoint in {run.path}: starting it from step 1")
         if config.model.init_adapters:  # a checkpoint supersedes the warm start, which may since have been deleted
             warm_start(policy, config.model.init_adapters, log)
-    record(run.path, versions(get_env(run_cfg.env).module, str(policy.device)), log, resumed_at=start if resume else None)
     if resume:
         changed = run.save_resumed_config(config.to_dict(), start)
         if changed:
@@ -401,7 +397,7 @@ def _train(config: TrainConfig, resume: str | None, log: Any, engine_factory: An
     loss_config = config.loss
     segment = getattr(config.algo, "loss_segment", "sample")
     hints: set[str] = set()
-    log(f"run directory: {run.path}")
+    provenance = versions(get_env(run_cfg.env).module, str(policy.device))  # before the directory exists: it takes a while
     from tqdm import tqdm
 
     def one_step(step: int, on_wave: Any) -> tuple[dict[str, float], Rollout]:
@@ -454,6 +450,15 @@ def _train(config: TrainConfig, resume: str | None, log: Any, engine_factory: An
     tracker = None
     hold.enter_context(sigterm_interrupts())
     try:
+        if not resume:
+            with interrupts_deferred():  # a stop while the directory is made waits until it holds config.json
+                # Named by the environment's name, also when --env gave its module or PettingZoo id (which holds a '/').
+                run = RunDir.create(run_cfg.out_dir, get_env(run_cfg.env).name, algorithm.id, run_cfg.seed,
+                                    name=run_cfg.run_name or None)
+                hold.enter_context(run.held())
+                run.save_config(config.to_dict())
+        record(run.path, provenance, log, resumed_at=start if resume else None)
+        log(f"run directory: {run.path}")
         tracker = open_tracker(run_cfg.report_to, run.path, config.to_dict(), first_step=start)
         if cluster.enabled:
             from llm_marl.distributed.actors import EngineSpec, TrainerSpec
@@ -511,6 +516,8 @@ def _train(config: TrainConfig, resume: str | None, log: Any, engine_factory: An
         if run_cfg.eval_episodes:
             held_out_eval(config, engine, policy, run.path / EVAL_AFTER, "after training", log, bars)
     except BaseException as exc:  # Ctrl-C and SIGTERM too: a start stopped before any step leaves nothing behind either
+        if run is None:
+            raise  # no run directory was made (one of that name exists, or --out-dir cannot hold one)
         if isinstance(exc, Exception) and not isinstance(exc, (RunDirError, ClusterError)) and out_of_space(exc, run.path):
             exc = RunDirError(f"no space left where {run.path} is ({type(exc).__name__}: {exc}); free some space")
         run.discard_unfinished_checkpoints()

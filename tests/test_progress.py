@@ -128,3 +128,27 @@ def test_a_run_stopped_before_its_first_step_ended_is_removed_as_it_says(tmp_pat
         train(config, log=lambda *_: None, engine_factory=lambda policy: ScriptedEngine(reply))
     assert str(stopped.value) == f"terminated (SIGTERM) during step 1; nothing was trained yet, so {tmp_path / 'r'} was removed"
     assert stopped.value.exit_code == 143 and not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize("where", ["claim", "record"])
+def test_a_stop_while_the_run_directory_is_made_removes_it(tmp_path, monkeypatch, where):
+    """Ctrl-C between the run directory's creation and the training loop once left the folder behind (without
+    config.json when it came inside RunDir.create), so the same --run-name then said it exists. The signal is sent
+    from inside the window: in RunDir.create once the folder is claimed, or as versions.json is written."""
+    from llm_marl.config import ModelConfig, RunConfig
+    from llm_marl.runs import RunDir
+    from llm_marl.trainer import TrainConfig, TrainingInterrupted, train
+
+    if where == "claim":
+        claim = RunDir._claim
+        monkeypatch.setattr(RunDir, "_claim", lambda self: (claim(self), signal.raise_signal(signal.SIGINT))[0])
+    else:
+        monkeypatch.setattr("llm_marl.provenance.record", lambda *args, **kwargs: signal.raise_signal(signal.SIGINT))
+    config = TrainConfig(model=ModelConfig(model="tiny-random", lora_r=4, lora_alpha=8),
+                         run=RunConfig(env="plan_path", env_args=QUICK, steps=1, out_dir=str(tmp_path), run_name="r", progress=False))
+    # KeyboardInterrupt too: without the fix it escapes train, and pytest would take it for the user's Ctrl-C.
+    with pytest.raises((TrainingInterrupted, KeyboardInterrupt)) as stopped:
+        train(config, log=lambda *_: None, engine_factory=lambda policy: ScriptedEngine(lambda r, k: "#### [U]"))
+    assert not (tmp_path / "r").exists()
+    assert type(stopped.value) is TrainingInterrupted
+    assert str(stopped.value) == f"interrupted during step 1; nothing was trained yet, so {tmp_path / 'r'} was removed"
