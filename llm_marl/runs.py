@@ -303,12 +303,14 @@ class RunDir:
                               "out of checkpoints/ to start over from step 1, or start a new run")
         return None
 
-    def truncate_after(self, step: int) -> Path | None:
-        """Set aside metrics and trajectories of steps after `step` (they are redone on resume): they move
-        to `superseded/<time>/`, which is returned (None when there was nothing to move)."""
+    def truncate_after(self, step: int, stale: tuple[str, ...] = ()) -> Path | None:
+        """Set aside metrics and trajectories of steps after `step` (they are redone on resume), and the run's
+        files named in `stale` (results of adapters that the resume trains further): they move to
+        `superseded/<time>/`, which is returned (None when there was nothing to move)."""
         history = self.metrics()
         kept = [m for m in history if m["step"] <= step]
         later = [p for p in (self.path / "trajectories").glob("step_*.jsonl") if int(p.stem.split("_")[1]) > step]
+        later += [self.path / name for name in stale if (self.path / name).exists()]
         metrics_file = self.path / "metrics.jsonl"
         raw = metrics_file.read_text(errors="replace") if metrics_file.exists() else ""
         rewritten = "".join(json.dumps(m, default=float) + "\n" for m in kept)

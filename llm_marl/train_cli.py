@@ -84,7 +84,8 @@ def add_commands(sub: Any, argv: Sequence[str]) -> None:
 
         add_arguments(p, ClusterConfig, "cluster (Ray actors and trainer ranks; needs pip install -e '.[ray]')")
     p.add_argument("--resume", metavar="RUN_DIR", help="continue a killed run from its last checkpoint (flags given override its config, except "
-                   "--env, --algo, --model, --policy and the LoRA shape, which its checkpoints hold, and --out-dir and --run-name)")
+                   "--env, --algo, --model, --policy and the LoRA shape, which its checkpoints hold, --out-dir and --run-name, and the "
+                   "--eval-episodes of a run evaluated before training, or 0)")
     p.add_argument("--config", metavar="FILE", help="settings from a YAML or JSON file with the sections of a run's config.json "
                    "(model, sampling, optim, run, algo, credit); any run's config.json reproduces it; flags override the file")
     p.set_defaults(func=cmd_train, algo_id=algo_id)
@@ -148,6 +149,17 @@ def _check_resume_keeps(resume: str, saved: dict[str, Any], config: Any) -> None
         raise ValueError(f"a resumed run keeps its environment, algorithm, model, --policy, LoRA shape and directory: drop "
                          f"{', '.join(changed)}; or start a new run from its weights with --init-adapters "
                          f"{shlex.quote(str(Path(resume) / 'checkpoints' / 'step_N' / 'adapters'))}")
+    from llm_marl.trainer import EVAL_BEFORE
+
+    try:  # the held-out evaluation after training is compared with the one before: the same episodes, or none
+        played = json.loads((Path(resume) / EVAL_BEFORE).read_text())["episodes"]
+    except (OSError, ValueError, KeyError, TypeError):
+        played = None  # not evaluated before training (or a damaged file): nothing to compare with
+    if played is not None and config.run.eval_episodes not in (0, played):
+        raise ValueError(f"--eval-episodes {config.run.eval_episodes}: {resume} was evaluated on {played} held-out episodes "
+                         f"before training ({EVAL_BEFORE}), and the evaluation after training plays the same ones to compare: "
+                         f"pass --eval-episodes {played} (or 0: none after training); llm-marl eval --adapters "
+                         f"{shlex.quote(str(resume))} scores the trained adapters on any number of episodes")
 
 
 def cmd_train(args: argparse.Namespace) -> int:
@@ -216,7 +228,6 @@ def cmd_train(args: argparse.Namespace) -> int:
         # Options whose generator has no training instance say so now, not in step 1 after the model loads.
         first_reset(make_tasks(config.run.env, [config.run.seed], split="train", env_kwargs=config.env_kwargs()))
         if config.run.eval_episodes:
-
             # The held-out episodes: a dataset too small for them says so now, not after the model loads.
             episode_tasks(config.run.env, config.run.eval_episodes, "test", 0, config.env_kwargs(), asked="--eval-episodes")
         from llm_marl.models import load_tokenizer, resolve_model

@@ -379,9 +379,11 @@ def _train(config: TrainConfig, resume: str | None, log: Any, engine_factory: An
         if changed:
             log(f"resumed with other settings than {run.path} had: {'; '.join(changed)} (config.json holds the new ones, "
                 "its `resumes` the earlier ones)")
-        aside = run.truncate_after(start - 1)
+        # An eval_after.json of the adapters this resume trains further would pass for the result of training.
+        aside = run.truncate_after(start - 1, stale=(EVAL_AFTER,) if start <= run_cfg.steps else ())
         if aside is not None:
-            log(f"metrics and trajectories of steps after {start - 1} (to be redone) moved to {aside}")
+            also = f", and the earlier {EVAL_AFTER} (its adapters are trained further)," if (aside / EVAL_AFTER).exists() else ""
+            log(f"metrics and trajectories of steps after {start - 1} (to be redone){also} moved to {aside}")
 
     engine = None
     scale: Any = None

@@ -4,6 +4,10 @@ on (a later plain `--resume`, e.g. the one an interrupted run prints, keeps them
 from __future__ import annotations
 
 import json
+import shutil
+from pathlib import Path
+
+import pytest
 
 from llm_marl.cli import main
 from tests.test_sft import TINY_ARGS
@@ -70,3 +74,39 @@ def test_lr_and_weight_decay_given_with_resume_train_the_resumed_steps(tmp_path)
     state = torch.load(run / "checkpoints" / "step_000002" / "trainer_state.pt", weights_only=True)
     [group] = state["optimizers"]["shared"]["param_groups"]
     assert (group["lr"], group["weight_decay"], state["schedulers"]["shared"]["base_lrs"]) == (0.005, 0.5, [0.005])
+
+
+
+@pytest.fixture(scope="module")
+def evaluated_run(tmp_path_factory):
+    """A run of 1 step with eval_before.json and eval_after.json of 1 episode each."""
+    root = tmp_path_factory.mktemp("evaluated")
+    assert main(["train", "--algo", "at-grpo", *ARGS, "--steps", "1", "--eval-episodes", "1", "--out-dir", str(root),
+                 "--run-name", "r"]) == 0
+    return root / "r"
+
+
+def test_a_resume_with_other_held_out_episodes_is_refused(evaluated_run, tmp_path, capsys):
+    """It once compared eval_before.json of 1 episode with an eval_after.json of 2 in summary.json and the printed line."""
+    run = Path(shutil.copytree(evaluated_run, tmp_path / "r"))
+    config = (run / "config.json").read_text()
+    capsys.readouterr()
+    assert main(["train", "--resume", str(run), "--steps", "2", "--eval-episodes", "2", "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (f"llm-marl: error: --eval-episodes 2: {run} was evaluated on 1 held-out episodes before training "
+                   "(eval_before.json), and the evaluation after training plays the same ones to compare: pass --eval-episodes 1 "
+                   f"(or 0: none after training); llm-marl eval --adapters {run} scores the trained adapters on any number of episodes")
+    assert (run / "config.json").read_text() == config
+
+
+def test_a_resume_without_held_out_episodes_sets_the_earlier_eval_after_aside(evaluated_run, tmp_path, capsys):
+    """--eval-episodes 0 is taken; the eval_after.json of the adapters the resume trains further stayed, and
+    summary.json called it the result of training."""
+    run = Path(shutil.copytree(evaluated_run, tmp_path / "r"))
+    capsys.readouterr()
+    assert main(["train", "--resume", str(run), "--steps", "2", "--eval-episodes", "0", "--no-progress"]) == 0
+    assert "and the earlier eval_after.json (its adapters are trained further), moved to" in capsys.readouterr().err
+    [aside] = (run / "superseded").iterdir()
+    assert not (run / "eval_after.json").exists() and (aside / "eval_after.json").is_file()
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["eval_before"]["episodes"] == 1 and "eval_after" not in summary
