@@ -181,10 +181,33 @@ def bar_chart(env: str, results: list[dict[str, Any]], path: str | Path) -> Path
     return Path(path)
 
 
+_SET_BY_ROWS = {"--train-arg": ("--env", "--algo", "--policy", "--model", "--engine", "--steps", "--seed", "--out-dir",
+                                "--run-name", "--init-adapters", "--resume", "--config"),
+                "--sft-arg": ("--env", "--model", "--demos", "--seed", "--out-dir", "--run-name", "--config")}
+"""The flags each row's train or sft command is given by the leaderboard (what tells the rows apart, its own flags, where
+its results go): an extra argument naming one would override or be overridden by the row's, and the table's names lie."""
+
+
+def check_extra_args(args: Any) -> None:
+    """A UserError, before any row runs, for an --env-arg, --train-arg or --sft-arg that would make a row other than its name."""
+    from llm_marl.cli import UserError, parse_env_args
+
+    if "mode" in parse_env_args(args.env_arg):  # a malformed KEY=VALUE is refused here too
+        raise UserError("--env-arg mode: every row plays its own variant (the single-agent rows one, the others the "
+                        "workflow), which it would replace; drop it")
+    for option, flags in _SET_BY_ROWS.items():
+        for arg in getattr(args, option[2:].replace("-", "_")):
+            flag = "--env-arg mode" if arg.startswith("--env-arg=mode=") else arg.split("=", 1)[0]
+            if flag in (*flags, "--env-arg mode"):
+                raise UserError(f"{option}={arg}: the leaderboard sets {flag} of every row itself (what tells the rows "
+                                "apart, its own flags, or where the results go); drop it")
+
+
 def cmd_leaderboard(args: Any) -> int:
     from baselines import rows
     from llm_marl.cli import UserError, seed_arg
 
+    check_extra_args(args)
     for flag, value, least in (("--steps", args.steps, 1), ("--n", args.n, 1), ("--max-new-tokens", args.max_new_tokens, 1),
                                ("--warm-start-demos", args.warm_start_demos, 0)):
         if value < least:  # checked here, not by the first row to run after hours of others

@@ -59,6 +59,23 @@ def test_unknown_env_is_a_clear_error(capsys):
     assert "available" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("extra, said", [
+    (["--env-arg", "mode=planner"], "--env-arg mode: every row plays its own variant"),
+    (["--train-arg=--algo=grpo"], "--train-arg=--algo=grpo: the leaderboard sets --algo of every row itself"),
+    (["--train-arg=--policy", "--train-arg=shared"], "--train-arg=--policy: the leaderboard sets --policy of every row"),
+    (["--train-arg=--env-arg=mode='planner'"], "the leaderboard sets --env-arg mode of every row itself"),
+    (["--sft-arg=--run-name=x"], "--sft-arg=--run-name=x: the leaderboard sets --run-name of every row itself"),
+    (["--env-arg", "height"], "--env-arg expects KEY=VALUE, got 'height'"),
+])
+def test_an_extra_argument_that_would_change_the_rows_is_refused(capsys, extra, said):
+    """Given to every row after the row's own, --env-arg mode=planner made the "MAS" rows single-agent and the single-agent
+    eval row play the workflow (argparse keeps the last), and --train-arg=--algo=grpo trained every row with GRPO: a table
+    whose row names lie. A malformed --env-arg failed only in the first row's command. Refused before any row runs."""
+    assert main(["leaderboard", "--env", "plan_path", "--dry-run", *extra]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and said in err, err
+
+
 def test_a_killed_leaderboard_run_again_skips_finished_rows_and_resumes_training(tmp_path, capsys):
     """Run again with the same command, a leaderboard reuses every evaluated row and warm start, resumes a
     row whose training was cut short from its checkpoint, and refuses to mix in other settings."""
