@@ -42,7 +42,7 @@ def episode_tasks(env: str, n: int | None, split: str, seed: int = 0,
     if split != ALL:
         check_split(split)
     if n is not None and n < 1:
-        raise ValueError(f"n must be >= 1, got {n}")
+        raise ValueError(f"{asked or 'n'} must be >= 1, got {n}")
     proto = make_raw(name, **dict(env_kwargs or {}))
     rows = proto.dataset_instances(None)
     if rows is None:

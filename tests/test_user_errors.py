@@ -610,6 +610,7 @@ def test_train_values_out_of_range(capsys, no_model_loads, flags, needle):
     (["--temperature", "nan"], "--temperature must be >= 0 and finite (0: greedy), got nan"),
     (["--temperature", "-1"], "--temperature must be >= 0 and finite"),
     (["--max-new-tokens", "0"], "--max-new-tokens must be >= 1"),
+    (["--n", "0"], "--n must be >= 1, got 0"),  # was 'n must be', not the flag
 ])
 def test_eval_values_out_of_range(capsys, no_model_loads, flags, needle):
     one_line_error(capsys, ["eval", "--env", "plan_path", "--model", "tiny-random", "--n", "1", *flags], needle)
