@@ -7,7 +7,7 @@ trained adapters, `api` for an OpenAI-compatible endpoint, `scripted` in tests.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -28,7 +28,7 @@ def episode_tasks(env: str, n: int | None, split: str, seed: int = 0,
     """The episodes `evaluate` plays (one Task each); a ValueError of one line when they cannot be had.
 
     Generated environments: instance seeds seed..seed+n-1 of `split` (n = 50 when None; the first is
-    drawn here, `first_reset`, so a configuration without instances fails before any model). Environments
+    drawn here, so a configuration without instances fails before any model). Environments
     backed by a dataset (`dataset_instances()` is not None) play distinct rows: `split="all"` every
     row once in the dataset's order (the first `n` with `n`), a named split `n` of its rows chosen
     by `seed` (all of them when `n` is None). Asking for more rows than there are is an error, never
@@ -52,9 +52,9 @@ def episode_tasks(env: str, n: int | None, split: str, seed: int = 0,
                              f"--split train, val or test{count} (a dataset option such as math's dataset=FILE makes "
                              "--split all possible)")
         n = GENERATED_N if n is None else n
-        tasks = make_tasks(name, range(seed, seed + n), split=split, env_kwargs=env_kwargs)
-        first_reset(tasks)
-        return tasks
+        # The first episode drawn now: options whose generator has no instance fail before any model loads.
+        proto.reset(seed=seed, options={"split": split})
+        return make_tasks(name, range(seed, seed + n), split=split, env_kwargs=env_kwargs)
     chosen = list(rows) if split == ALL else proto.dataset_instances(split)
     wanted = len(chosen) if n is None else n
     other = "" if split == ALL or asked != "--n" else ", --split all (every row once)"
@@ -71,18 +71,6 @@ def episode_tasks(env: str, n: int | None, split: str, seed: int = 0,
     return [Task(task_id=f"{name}/{split}/{i}", make_env=proto.fork, seed=seed + i,
                  options={"split": split_of(inst.key()) if split == ALL else split, "instance": inst})
             for i, inst in enumerate(chosen[:wanted])]
-
-
-def first_reset(tasks: Sequence[Task]) -> None:
-    """Reset the first task's environment as the rollout will: an option combination whose generator has
-    no instance (a Plan-Path grid too small for its min_path_length, a Sokoban room where no box can be
-    pushed) raises its one-line ValueError now, before a model loads, not in the first episode."""
-    if tasks:
-        env = tasks[0].make_env()
-        try:
-            env.reset(seed=tasks[0].seed, options=dict(tasks[0].options))
-        finally:
-            env.close()
 
 
 def evaluate(engine: Engine, env: str, *, n: int | None = None, split: str = "test", seed: int = 0,

@@ -222,12 +222,11 @@ def cmd_train(args: argparse.Namespace) -> int:
 
         probe = make_raw(config.run.env, **config.env_kwargs())
         algorithm.check_env(probe, config.algo)
-        from llm_marl.evaluate import episode_tasks, first_reset
-        from llm_marl.rollout import make_tasks
-
         # Options whose generator has no training instance say so now, not in step 1 after the model loads.
-        first_reset(make_tasks(config.run.env, [config.run.seed], split="train", env_kwargs=config.env_kwargs()))
+        probe.reset(seed=config.run.seed, options={"split": "train"})
         if config.run.eval_episodes:
+            from llm_marl.evaluate import episode_tasks
+
             # The held-out episodes: a dataset too small for them says so now, not after the model loads.
             episode_tasks(config.run.env, config.run.eval_episodes, "test", 0, config.env_kwargs(), asked="--eval-episodes")
         from llm_marl.models import load_tokenizer, resolve_model

@@ -112,13 +112,6 @@ def test_an_indented_or_crlf_code_block_runs_as_written_flush(sandbox, reply):
     assert info["reward"] == pytest.approx(0.5 * 0.8 + 0.5)
 
 
-def test_parse_code_dedents_only_a_block_indented_as_a_whole():
-    assert parse_code(INDENTED_GE) == ("\n".join(GE_LINES) + "\n", None)
-    flush = "```python\ns = \"\"\"a\n   \nb\"\"\"\nif s:\n    print(s)\n```"  # a whitespace-only line in a string
-    assert parse_code(flush) == (flush[len("```python\n"):-3], None)
-    assert parse_code("no code") == (None, "no ```python code block found")
-
-
 @pytest.mark.parametrize(
     "second,nr,team",
     [
