@@ -188,32 +188,68 @@ _SET_BY_ROWS = {"--train-arg": ("--env", "--algo", "--policy", "--model", "--eng
 its results go): an extra argument naming one would override or be overridden by the row's, and the table's names lie."""
 
 
-def check_extra_args(args: Any) -> None:
+def _subcommands(argv: Sequence[str]) -> dict[str, argparse.ArgumentParser]:
+    """The train, sft and eval parsers as `llm-marl <argv>` builds them (train's flags depend on its --algo)."""
+    from llm_marl.train_cli import add_commands
+
+    sub = argparse.ArgumentParser().add_subparsers()
+    add_commands(sub, argv)
+    return sub.choices
+
+
+def _flag_action(parser: argparse.ArgumentParser, option: str, arg: str) -> argparse.Action | None:
+    """The option of `parser` that `arg` names as argparse reads it (a long option may be cut to any unique prefix:
+    --alg=grpo is --algo), or None for a value."""
+    from llm_marl.cli import UserError
+
+    flag = arg.split("=", 1)[0]
+    actions = parser._option_string_actions  # argparse's own table of option strings, the one its matching reads
+    if flag in actions or not flag.startswith("--"):
+        return actions.get(flag)
+    matches = {o: a for o, a in actions.items() if o.startswith(flag)} if parser.allow_abbrev else {}
+    if len({id(a) for a in matches.values()}) > 1:  # the row's command would stop on it, after the rows before it ran
+        raise UserError(f"{option}={arg}: {flag} could be {', '.join(sorted(matches))}; write the flag in full")
+    return next(iter(matches.values()), None)
+
+
+def check_extra_args(args: Any, table: Sequence[tuple[str, Sequence[str]]]) -> None:
     """A UserError, before any row runs, for an --env-arg, --train-arg or --sft-arg that would make a row other than its name."""
     from llm_marl.cli import UserError, parse_env_args
 
     if "mode" in parse_env_args(args.env_arg):  # a malformed KEY=VALUE is refused here too
         raise UserError("--env-arg mode: every row plays its own variant (the single-agent rows one, the others the "
                         "workflow), which it would replace; drop it")
+    commands = {tuple(argv): _subcommands(argv) for _, argv in table if argv[0] == "train"} or {(): _subcommands(["train"])}
     for option, flags in _SET_BY_ROWS.items():
-        for arg in getattr(args, option[2:].replace("-", "_")):
-            flag = "--env-arg mode" if arg.startswith("--env-arg=mode=") else arg.split("=", 1)[0]
-            if flag in (*flags, "--env-arg mode"):
-                raise UserError(f"{option}={arg}: the leaderboard sets {flag} of every row itself (what tells the rows "
-                                "apart, its own flags, or where the results go); drop it")
+        for command in commands.values():
+            parser = command["train" if option == "--train-arg" else "sft"]
+            before = None  # the option an argument's value follows, when it is the next argument
+            for arg in getattr(args, option[2:].replace("-", "_")):
+                action = _flag_action(parser, option, arg)
+                if action is None:  # a value: of the option before it, when that one was given without "="
+                    named, value = before, arg
+                else:
+                    named, value = action, arg.split("=", 1)[1] if "=" in arg else ""
+                if named is not None and "--env-arg" in named.option_strings and value.startswith("mode="):
+                    raise UserError(f"{option}={arg}: the leaderboard sets --env-arg mode of every row itself (each row "
+                                    "plays its own variant); drop it")
+                if action is not None and (flag := next((f for f in flags if f in action.option_strings), None)):
+                    raise UserError(f"{option}={arg}: the leaderboard sets {flag} of every row itself (what tells the rows "
+                                    "apart, its own flags, or where the results go); drop it")
+                before = action if action is not None and "=" not in arg else None
 
 
 def cmd_leaderboard(args: Any) -> int:
     from baselines import rows
     from llm_marl.cli import UserError, seed_arg
 
-    check_extra_args(args)
     for flag, value, least in (("--steps", args.steps, 1), ("--n", args.n, 1), ("--max-new-tokens", args.max_new_tokens, 1),
                                ("--warm-start-demos", args.warm_start_demos, 0)):
         if value < least:  # checked here, not by the first row to run after hours of others
             raise UserError(f"{flag} must be >= {least}, got {value}")
     try:
         table = rows(args.env, model=args.model, engine=args.engine, steps=args.steps, n_eval=args.n)
+        check_extra_args(args, table)
         seeds = [seed_arg(s.strip()) for s in args.seeds.split(",") if s.strip()]
     except ValueError as exc:
         raise UserError(str(exc)) from None

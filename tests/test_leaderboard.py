@@ -65,6 +65,12 @@ def test_unknown_env_is_a_clear_error(capsys):
     (["--train-arg=--policy", "--train-arg=shared"], "--train-arg=--policy: the leaderboard sets --policy of every row"),
     (["--train-arg=--env-arg=mode='planner'"], "the leaderboard sets --env-arg mode of every row itself"),
     (["--sft-arg=--run-name=x"], "--sft-arg=--run-name=x: the leaderboard sets --run-name of every row itself"),
+    # argparse reads a unique prefix of a long option as the option: --alg is --algo, --env-a is --env-arg.
+    (["--train-arg=--alg=grpo"], "--train-arg=--alg=grpo: the leaderboard sets --algo of every row itself"),
+    (["--train-arg=--se", "--train-arg=3"], "--train-arg=--se: the leaderboard sets --seed of every row itself"),
+    (["--train-arg=--env-a", "--train-arg=mode='planner'"], "the leaderboard sets --env-arg mode of every row itself"),
+    (["--sft-arg=--run-n=x"], "--sft-arg=--run-n=x: the leaderboard sets --run-name of every row itself"),
+    (["--train-arg=--m=x"], "--train-arg=--m=x: --m could be --max-new-tokens, --micro-batch-size, "),
     (["--env-arg", "height"], "--env-arg expects KEY=VALUE, got 'height'"),
 ])
 def test_an_extra_argument_that_would_change_the_rows_is_refused(capsys, extra, said):
@@ -74,6 +80,14 @@ def test_an_extra_argument_that_would_change_the_rows_is_refused(capsys, extra, 
     assert main(["leaderboard", "--env", "plan_path", "--dry-run", *extra]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and said in err, err
+
+
+def test_extra_arguments_that_leave_the_rows_as_named_are_taken(capsys):
+    """Abbreviated or not, with the value in the next argument or after "=", options the rows do not set pass the check."""
+    extra = ["--train-arg=--max-new=32", "--train-arg=--env-arg", "--train-arg=height=4", "--train-arg=--lr", "--train-arg=1e-4",
+             "--sft-arg=--epo=1", "--env-arg", "width=4"]
+    assert main(["leaderboard", "--env", "plan_path", "--dry-run", *extra]) == 0
+    assert len(capsys.readouterr().out.strip().splitlines()) == len(rows("plan_path"))
 
 
 def test_a_killed_leaderboard_run_again_skips_finished_rows_and_resumes_training(tmp_path, capsys):
