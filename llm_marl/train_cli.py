@@ -6,6 +6,7 @@ import argparse
 import json
 import shlex
 import sys
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -102,7 +103,8 @@ def add_commands(sub: Any, argv: Sequence[str]) -> None:
 
     p = sub.add_parser("eval", help="success rate and mean rewards of a model (with adapters) on a split; JSON out")
     p.add_argument("--env", required=True, help="environment (see `llm-marl envs`)")
-    p.add_argument("--env-arg", action="append", default=[], metavar="KEY=VALUE", help="environment option (repeatable); unset (or only mode): the quick configuration `train` uses")
+    p.add_argument("--env-arg", action="append", default=[], metavar="KEY=VALUE", help="environment option (repeatable); unset (or only mode): the options the --adapters' run trained on, else "
+                   "the quick configuration `train` uses")
     p.add_argument("--split", default="test", choices=["train", "val", "test", "all"],
                    help="all: every row of the dataset once (environments given a dataset file, folder or Hub id)")
     p.add_argument("--n", type=int, default=None, help="episodes (default 20; with a dataset, distinct rows, default all of "
@@ -129,7 +131,8 @@ def add_commands(sub: Any, argv: Sequence[str]) -> None:
     p.add_argument("--thinking-roles", default=None, metavar="ROLES",
                    help="let only these roles think (comma-separated, e.g. 'reasoner'; instead of --thinking): the others reply at once")
     p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (the papers' validation)")
-    p.add_argument("--max-new-tokens", type=int, default=256)
+    p.add_argument("--max-new-tokens", type=int, default=None,
+                   help=f"longest reply, in tokens (default: as the --adapters' run trained, else {EVAL_MAX_NEW_TOKENS})")
     p.add_argument("--out", default=None, help="also write the JSON result to this file")
     p.set_defaults(func=cmd_eval)
 
@@ -149,17 +152,27 @@ def _check_resume_keeps(resume: str, saved: dict[str, Any], config: Any) -> None
         raise ValueError(f"a resumed run keeps its environment, algorithm, model, --policy, LoRA shape and directory: drop "
                          f"{', '.join(changed)}; or start a new run from its weights with --init-adapters "
                          f"{shlex.quote(str(Path(resume) / 'checkpoints' / 'step_N' / 'adapters'))}")
-    from llm_marl.trainer import EVAL_BEFORE
+    from llm_marl.trainer import EVAL_BEFORE, settings_before
 
     try:  # the held-out evaluation after training is compared with the one before: the same episodes, or none
         played = json.loads((Path(resume) / EVAL_BEFORE).read_text())["episodes"]
     except (OSError, ValueError, KeyError, TypeError):
         played = None  # not evaluated before training (or a damaged file): nothing to compare with
+    scores_elsewhere = f"llm-marl eval --adapters {shlex.quote(str(resume))} scores the trained adapters"
     if played is not None and config.run.eval_episodes not in (0, played):
         raise ValueError(f"--eval-episodes {config.run.eval_episodes}: {resume} was evaluated on {played} held-out episodes "
                          f"before training ({EVAL_BEFORE}), and the evaluation after training plays the same ones to compare: "
-                         f"pass --eval-episodes {played} (or 0: none after training); llm-marl eval --adapters "
-                         f"{shlex.quote(str(resume))} scores the trained adapters on any number of episodes")
+                         f"pass --eval-episodes {played} (or 0: none after training); {scores_elsewhere} on any number of episodes")
+    # The tasks and reply length of the one before are played after training whatever the resume trains with; the prompts
+    # are the engine's, built with the thinking switch the run goes on with.
+    before = settings_before(Path(resume))
+    thinking = (config.model.thinking, config.model.thinking_roles)
+    if before is not None and config.run.eval_episodes and thinking != (before["thinking"], before["thinking_roles"]):
+        was = f"--thinking-roles {before['thinking_roles']}" if before["thinking_roles"] else \
+            ("--thinking" if before["thinking"] else "--no-thinking")
+        raise ValueError(f"{resume} was evaluated before training with {was} ({EVAL_BEFORE}), and the evaluation after training "
+                         f"prompts as that one did to compare: keep it, or pass --eval-episodes 0 (none after training); "
+                         f"{scores_elsewhere} with either")
 
 
 def cmd_train(args: argparse.Namespace) -> int:
@@ -320,15 +333,25 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from llm_marl.evaluate import evaluate
     from llm_marl_envs.registry import get as get_env
 
-    # The configuration `train` uses when no --env-arg is given, so a run's adapters are scored on
-    # the tasks they were trained on.
     from llm_marl.evaluate import episode_tasks
     from llm_marl_envs.registry import make_raw
 
     if args.out:
         check_output_file(args.out, "--out")  # before the episodes whose result it keeps
     try:
-        env_kwargs = quick_env_args(get_env(args.env).name, parse_env_args(args.env_arg))
+        given = parse_env_args(args.env_arg)
+        # A run's adapters are scored on the tasks and reply length they were trained with unless told otherwise;
+        # other adapters, or none, on the configuration `train` uses when no --env-arg is given.
+        trained = trained_settings(args.adapters, args.env)
+        if trained and not set(given) - {"mode"}:
+            env_kwargs = {**trained["env_args"], **given}
+        else:
+            env_kwargs = quick_env_args(get_env(args.env).name, given)
+        if args.max_new_tokens is None:
+            args.max_new_tokens = trained.get("max_new_tokens", EVAL_MAX_NEW_TOKENS)
+        if trained:
+            print(f"eval: as {trained['run']} trained (its config.json): environment options {json.dumps(env_kwargs)}, "
+                  f"--max-new-tokens {args.max_new_tokens} (--env-arg and --max-new-tokens choose others)", file=sys.stderr)
         if args.n is None and make_raw(args.env, **env_kwargs).dataset_instances() is None:
             args.n = 20  # generated instances; a dataset's default is every row of the split
         episode_tasks(args.env, args.n, args.split, args.seed, env_kwargs)  # a too-small dataset says so before any model loads
@@ -345,13 +368,49 @@ def cmd_eval(args: argparse.Namespace) -> int:
         raise UserError(str(exc)) from None
     finally:
         engine.close()
-    result.update({"model": args.model, "adapters": args.adapters, "engine": args.engine, "thinking": args.thinking,
+    result.update({"env_args": env_kwargs, "max_new_tokens": args.max_new_tokens, "model": args.model, "adapters": args.adapters,
+                   "engine": args.engine, "thinking": args.thinking,
                    **({} if args.engine == "api" else {"dtype": args.dtype})})
     text = json.dumps(result, indent=2)
     print(text)  # first: a file that cannot be written then loses nothing
     if args.out:
         write_output_file(Path(args.out), text + "\n", "--out")
     return 0
+
+
+EVAL_MAX_NEW_TOKENS = 256  # eval's reply length for adapters that are not a run's, or none
+
+
+def trained_settings(adapters: str | None, env: str) -> dict[str, Any]:
+    """The environment options and reply length of the run whose adapters `adapters` names (RUN_DIR, RUN_DIR/adapters or
+    a checkpoint's adapters folder), as its config.json holds them, when it trained on `env`: {"run", "env_args" and,
+    for a train run, "max_new_tokens"}; {} for other adapters (a copied folder, another environment's) or none."""
+    if adapters is None:
+        return {}
+    folder = Path(adapters).resolve()
+    runs = [folder]
+    if folder.name == "adapters":
+        runs.append(folder.parent)
+        if folder.parent.parent.name == "checkpoints":
+            runs.append(folder.parent.parent.parent)
+    run = next((r for r in runs if (r / "config.json").is_file()), None)
+    if run is None:
+        return {}
+    from llm_marl_envs.registry import get as get_env
+
+    try:
+        saved = json.loads((run / "config.json").read_text())
+        trained = saved.get("run") or saved["sft"]
+        with warnings.catch_warnings():  # an older version's name: its FutureWarning is the run's, not this command's
+            warnings.simplefilter("ignore", FutureWarning)
+            if get_env(trained["env"]).name != get_env(env).name:
+                return {}
+        settings = {"run": str(run), "env_args": dict(saved["resolved_env_args"])}
+        if "sampling" in saved:
+            settings["max_new_tokens"] = int(saved["sampling"]["max_new_tokens"])
+        return settings
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return {}  # not a run's configuration (or a damaged one): eval's own defaults
 
 
 def require_vllm() -> None:

@@ -30,6 +30,7 @@ import time
 import warnings
 from collections import defaultdict
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -516,7 +517,17 @@ def _train(config: TrainConfig, resume: str | None, log: Any, engine_factory: An
             previous = metrics
         policy.save(run.path / "adapters")
         if run_cfg.eval_episodes:
-            held_out_eval(config, engine, policy, run.path / EVAL_AFTER, "after training", log, bars)
+            # Compared with the evaluation before training: the tasks and reply length of that one, which a resume
+            # with other --env-arg or --max-new-tokens does not change.
+            before, now = settings_before(run.path), json.loads(json.dumps(eval_settings(config), default=str))
+            if before == now:
+                before = None  # the run's own, as the config holds them (the file's JSON has lists for tuples)
+            elif before is not None:
+                changed = [f"{key} {json.dumps(before[key])} (the run's now: {json.dumps(now[key])})" for key in now
+                           if before[key] != now[key]]
+                say(f"held-out eval after training plays the settings of the one before ({EVAL_BEFORE}): {'; '.join(changed)}; "
+                    f"llm-marl eval --adapters {shlex.quote(str(run.path))} scores the adapters on the run's own")
+            held_out_eval(config, engine, policy, run.path / EVAL_AFTER, "after training", log, bars, before)
     except BaseException as exc:  # Ctrl-C and SIGTERM too: a start stopped before any step leaves nothing behind either
         if run is None:
             raise  # no run directory was made (one of that name exists, or --out-dir cannot hold one)
@@ -574,18 +585,38 @@ def interrupted_message(run: RunDir, step: int, resume: str | None, what: str = 
     return f"{what} during step {step}; {where}; continue with: llm-marl train --resume {shlex.quote(str(run.path))}"
 
 
+def eval_settings(config: TrainConfig) -> dict[str, Any]:
+    """What a held-out evaluation's scores depend on besides the adapters and its episodes: the tasks, the reply
+    length and the prompts (the thinking switch)."""
+    return {"env_args": config.env_kwargs(), "max_new_tokens": config.sampling.max_new_tokens,
+            "thinking": config.model.thinking, "thinking_roles": config.model.thinking_roles}
+
+
+def settings_before(run_path: Path) -> dict[str, Any] | None:
+    """The settings eval_before.json was played with (None for none, or one written before they were recorded)."""
+    try:
+        settings = json.loads((Path(run_path) / EVAL_BEFORE).read_text())["settings"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return settings if isinstance(settings, dict) and set(settings) == {"env_args", "max_new_tokens", "thinking",
+                                                                        "thinking_roles"} else None
+
+
 def held_out_eval(config: TrainConfig, engine: Any, policy: Any, path: Any, when: str, log: Any,
-                  bars: bool = False) -> dict[str, Any]:
-    """Greedy episodes of the test split (the same instances before and after), written to `path`."""
+                  bars: bool = False, settings: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Greedy episodes of the test split (the same instances before and after), written to `path`, with `settings`
+    (default: the run's own; the prompts are the engine's, which a resume checks keep the ones before)."""
     from llm_marl.evaluate import evaluate
 
+    settings = settings or eval_settings(config)
     t0 = time.perf_counter()
     bar, on_wave = wave_progress(f"held-out eval {when}", config.run.eval_episodes, bars)
     with bar:
         result = evaluate(engine, config.run.env, n=config.run.eval_episodes, split="test", seed=0,
-                          env_kwargs=config.env_kwargs(), sigma=policy, on_wave=on_wave,
-                          sampling=SamplingParams(temperature=0.0, max_new_tokens=config.sampling.max_new_tokens))
+                          env_kwargs=settings["env_args"], sigma=policy, on_wave=on_wave,
+                          sampling=SamplingParams(temperature=0.0, max_new_tokens=settings["max_new_tokens"]))
     result["seconds"] = round(time.perf_counter() - t0, 1)
+    result["settings"] = settings
     path.write_text(json.dumps(result, indent=2) + "\n")
     rewards = ", ".join(f"{role} {value:.3f}" for role, value in result["mean_reward"].items())
     log(f"held-out eval {when} ({result['episodes']} test episodes, greedy): success {result['success_rate']:.3f}, "

@@ -331,7 +331,7 @@ def test_scores_table_is_what_evaluate_reports(run_dir):
         assert name in result, field
         assert isinstance(result[name], dict) == field.endswith("[role]"), field
     # Not scores: what was evaluated, how much of it and how long it took.
-    bookkeeping = {"env", "split", "episodes", "replies", "mean_turns", "cut_episodes", "seconds"}
+    bookkeeping = {"env", "split", "episodes", "replies", "mean_turns", "cut_episodes", "seconds", "settings"}
     assert set(result) - bookkeeping == {f.removesuffix("[role]") for f in fields}
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from llm_marl.cli import main
-from tests.test_sft import TINY_ARGS
+from tests.test_sft import TINY, TINY_ARGS
 
 ARGS = ["--env", "plan_path", *TINY_ARGS, "--model", "tiny-random", "--lora-r", "4", "--lora-alpha", "8", "--max-new-tokens", "4",
         "--no-progress"]
@@ -110,3 +110,58 @@ def test_a_resume_without_held_out_episodes_sets_the_earlier_eval_after_aside(ev
     assert not (run / "eval_after.json").exists() and (aside / "eval_after.json").is_file()
     summary = json.loads((run / "summary.json").read_text())
     assert summary["eval_before"]["episodes"] == 1 and "eval_after" not in summary
+
+
+def test_a_resume_with_other_tasks_or_reply_length_evaluates_after_training_as_before(evaluated_run, tmp_path, capsys):
+    """The evaluation after training played the resumed run's --env-arg and --max-new-tokens, so that summary.json set
+    scores of other tasks (or replies cut elsewhere) beside the ones before: it now plays those of eval_before.json."""
+    run = Path(shutil.copytree(evaluated_run, tmp_path / "r"))
+    before = json.loads((run / "eval_before.json").read_text())["settings"]
+    assert before == {"env_args": json.loads((run / "config.json").read_text())["resolved_env_args"], "max_new_tokens": 4,
+                      "thinking": False, "thinking_roles": ""}
+    other = [f"--env-arg={k}={v}" for k, v in {**TINY, "height": 4, "width": 4}.items()]
+    capsys.readouterr()
+    assert main(["train", "--resume", str(run), "--steps", "2", *other, "--max-new-tokens", "6", "--no-progress"]) == 0
+    err = capsys.readouterr().err
+    assert ("held-out eval after training plays the settings of the one before (eval_before.json): env_args "
+            f"{json.dumps(before['env_args'])} (the run's now: ") in err and "max_new_tokens 4 (the run's now: 6)" in err
+    assert json.loads((run / "eval_after.json").read_text())["settings"] == before
+    config = json.loads((run / "config.json").read_text())
+    assert (config["resolved_env_args"]["height"], config["sampling"]["max_new_tokens"]) == (4, 6)  # trained with the new ones
+
+
+def test_a_resume_with_another_thinking_switch_is_refused_when_evaluated_after(evaluated_run, tmp_path, capsys):
+    """The prompts of the evaluation after training are the engine's, built with the switch the run goes on with."""
+    run = Path(shutil.copytree(evaluated_run, tmp_path / "r"))
+    config = (run / "config.json").read_text()
+    capsys.readouterr()
+    assert main(["train", "--resume", str(run), "--steps", "2", "--thinking", "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (f"llm-marl: error: {run} was evaluated before training with --no-thinking (eval_before.json), and the "
+                   "evaluation after training prompts as that one did to compare: keep it, or pass --eval-episodes 0 (none after "
+                   f"training); llm-marl eval --adapters {run} scores the trained adapters with either")
+    assert (run / "config.json").read_text() == config
+
+
+def test_eval_of_a_runs_adapters_plays_its_tasks_and_reply_length(evaluated_run, capsys):
+    """Without --env-arg, eval --adapters RUN scored the quick configuration (and 256-token replies), not necessarily the
+    run's: a run trained on 10x10 mazes was scored on 4x4 ones. It now reproduces the run's eval_after.json."""
+    after = json.loads((evaluated_run / "eval_after.json").read_text())
+    config = json.loads((evaluated_run / "config.json").read_text())
+    for adapters in (evaluated_run, evaluated_run / "adapters", evaluated_run / "checkpoints" / "step_000001" / "adapters"):
+        capsys.readouterr()
+        assert main(["eval", "--env", "plan_path", "--adapters", str(adapters), "--n", "1"]) == 0
+        out, err = capsys.readouterr()
+        result = json.loads(out)
+        assert (result["env_args"], result["max_new_tokens"]) == (config["resolved_env_args"], 4)
+        assert f"eval: as {evaluated_run} trained (its config.json)" in err
+        assert {k: result[k] for k in ("success_rate", "mean_reward", "final_team_reward")} == \
+            {k: after[k] for k in ("success_rate", "mean_reward", "final_team_reward")}
+    # Options given are the user's choice; only a mode keeps the run's others.
+    assert main(["eval", "--env", "plan_path", "--adapters", str(evaluated_run), "--n", "1", "--env-arg", "height=4",
+                 "--max-new-tokens", "5"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["env_args"]["height"] == 4 and result["env_args"] != config["resolved_env_args"]
+    assert result["max_new_tokens"] == 5
+    assert main(["eval", "--env", "plan_path", "--adapters", str(evaluated_run), "--n", "1", "--env-arg", "mode=planner"]) == 0
+    assert json.loads(capsys.readouterr().out)["env_args"] == {**config["resolved_env_args"], "mode": "planner"}
