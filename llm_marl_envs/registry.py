@@ -1,7 +1,7 @@
 """Every llm-marl environment: its module, PettingZoo id, roles and arguments.
 
-The table is the single source: `llm-marl envs` prints it, the README table is generated from it,
-and `register_all()` adds each entry to PettingZoo's registry under the namespace `llm_marl`
+The table is the single source: `llm-marl envs` prints it, the README's table is checked against it
+(tests/test_readme.py), and `register_all()` adds each entry to PettingZoo's registry under the namespace `llm_marl`
 (`pettingzoo.make("aec", "llm_marl/PlanPath-v2")`), and each environment with a `parallel_env` to
 the parallel registry too (`pettingzoo.make("parallel", "llm_marl/Math-v1")`).
 """
