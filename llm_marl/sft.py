@@ -44,7 +44,8 @@ class SFTConfig:
     demos: int = opt(32, "oracle episodes of the train split to learn from (instances seed..seed+demos-1); each reply is one example")
     oracle_args: dict = opt({}, "option of the environment's oracle KEY=VALUE (repeatable), e.g. program=answer (Plan-Path, Sokoban: the tool prints the moves it found)", flag="--oracle-arg")
     demo_noise: float = opt(0.0, "probability that a demonstration reply is a random agent's instead (not learned from): the oracle then shows how to recover from a teammate's mistakes")
-    data: str = opt("", "a JSONL file of chat transcripts to learn from instead of oracle demonstrations")
+    data: str = opt("", "chat transcripts to learn from instead of oracle demonstrations: a JSONL file (or a JSON list, "
+                        "parquet, a save_to_disk folder, a Hub id)")
     heldout_demos: int = opt(8, "oracle episodes of the val split whose replies measure the held-out NLL before and after (0 = none)")
     epochs: int = opt(2, "passes over the examples")
     lr: float = opt(1e-3, "AdamW learning rate of each adapter")
@@ -81,19 +82,17 @@ class Example:
 
 # ---------------------------------------------------------------------------- transcripts
 def read_transcripts(path: str | Path) -> list[dict[str, Any]]:
-    """Transcripts from a JSONL file; a malformed line is a ValueError naming its line."""
-    path = Path(path)
-    if not path.is_file():
-        raise ValueError(f"--data {path}: no such file; pass a JSONL file of chat transcripts")
+    """Transcripts from a JSONL file, or any source the dataset loaders read (`llm_marl_envs.core.rows`: a JSON
+    list, parquet, a `save_to_disk` folder, a Hub id); a malformed record is a ValueError naming its line or row."""
+    from llm_marl_envs.core.rows import DatasetNotFound, read_rows
+
+    try:
+        rows = read_rows(path)
+    except DatasetNotFound:
+        raise ValueError(f"--data {path}: no such file; pass a JSONL file of chat transcripts") from None
     records = []
-    for number, line in enumerate(path.read_text().splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{path}:{number}: not JSON ({exc.msg})") from None
-        check_transcript(record, f"{path}:{number}")
+    for where, record in rows:
+        check_transcript(record, where)
         records.append(record)
     if not records:
         raise ValueError(f"{path} holds no transcripts")

@@ -43,7 +43,7 @@ def test_noisy_teammates_make_the_oracle_show_recoveries():
 def test_transcript_errors_name_the_line(tmp_path):
     path = tmp_path / "t.jsonl"
     path.write_text('{"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]}\n{not json\n')
-    with pytest.raises(ValueError, match=r"t.jsonl:2: not JSON"):
+    with pytest.raises(ValueError, match=r"t.jsonl:2: not a JSON object"):
         read_transcripts(path)
     path.write_text('{"messages": [{"role": "user", "content": "hi"}]}\n')
     with pytest.raises(ValueError, match="no assistant message"):
@@ -54,6 +54,25 @@ def test_transcript_errors_name_the_line(tmp_path):
         read_transcripts(path)
     with pytest.raises(ValueError, match="no such file"):
         read_transcripts(tmp_path / "missing.jsonl")
+
+
+def test_transcripts_are_read_as_the_dataset_loaders_read_rows(tmp_path):
+    """A file with a byte-order mark (PowerShell's and Notepad's UTF-8) was 'not JSON (Unexpected UTF-8 BOM)', a JSON
+    list of transcripts 'expected {"messages": ...}' of its first line, and a file not in UTF-8 the codec's words alone,
+    naming no file: --data reads what the environments' dataset= options read."""
+    record = {"messages": [{"role": "user", "content": "café"}, {"role": "assistant", "content": "yo"}], "agent": "planner"}
+    bom = tmp_path / "bom.jsonl"
+    bom.write_bytes(b"\xef\xbb\xbf" + (json.dumps(record) + "\n").encode())
+    listed = tmp_path / "listed.json"
+    listed.write_text(json.dumps([record, record]))
+    assert read_transcripts(bom) == [record] and read_transcripts(listed) == [record, record]
+    latin = tmp_path / "latin.jsonl"
+    latin.write_bytes(json.dumps(record, ensure_ascii=False).encode("latin-1") + b"\n")
+    with pytest.raises(ValueError, match=r"latin.jsonl: not UTF-8 text \(byte \d+: invalid continuation byte\); save it as UTF-8"):
+        read_transcripts(latin)
+    listed.write_text(json.dumps([record, {"messages": []}]))
+    with pytest.raises(ValueError, match=r"listed.json: item 1: expected"):
+        read_transcripts(listed)
 
 
 @pytest.mark.parametrize("policy", ["shared", "per-role"])
