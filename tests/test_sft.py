@@ -66,6 +66,11 @@ def test_transcripts_are_read_as_the_dataset_loaders_read_rows(tmp_path):
     listed = tmp_path / "listed.json"
     listed.write_text(json.dumps([record, record]))
     assert read_transcripts(bom) == [record] and read_transcripts(listed) == [record, record]
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.Table.from_pylist([record]), tmp_path / "t.parquet")
+    assert read_transcripts(tmp_path / "t.parquet") == [record]
     latin = tmp_path / "latin.jsonl"
     latin.write_bytes(json.dumps(record, ensure_ascii=False).encode("latin-1") + b"\n")
     with pytest.raises(ValueError, match=r"latin.jsonl: not UTF-8 text \(byte \d+: invalid continuation byte\); save it as UTF-8"):
