@@ -103,8 +103,9 @@ def add_commands(sub: Any, argv: Sequence[str]) -> None:
 
     p = sub.add_parser("eval", help="success rate and mean rewards of a model (with adapters) on a split; JSON out")
     p.add_argument("--env", required=True, help="environment (see `llm-marl envs`)")
-    p.add_argument("--env-arg", action="append", default=[], metavar="KEY=VALUE", help="environment option (repeatable); unset (or only mode): the options the --adapters' run trained on, else "
-                   "the quick configuration `train` uses")
+    p.add_argument("--env-arg", action="append", default=[], metavar="KEY=VALUE",
+                   help="environment option (repeatable); unset (or only mode): the options the --adapters' run trained "
+                        "on, else the quick configuration `train` uses")
     p.add_argument("--split", default="test", choices=["train", "val", "test", "all"],
                    help="all: every row of the dataset once (environments given a dataset file, folder or Hub id)")
     p.add_argument("--n", type=int, default=None, help="episodes (default 20; with a dataset, distinct rows, default all of "

@@ -617,7 +617,7 @@ def held_out_eval(config: TrainConfig, engine: Any, policy: Any, path: Any, when
                           sampling=SamplingParams(temperature=0.0, max_new_tokens=settings["max_new_tokens"]))
     result["seconds"] = round(time.perf_counter() - t0, 1)
     result["settings"] = settings
-    path.write_text(json.dumps(result, indent=2) + "\n")
+    path.write_text(json.dumps(result, indent=2, default=str) + "\n")  # as config.json writes an option JSON lacks
     rewards = ", ".join(f"{role} {value:.3f}" for role, value in result["mean_reward"].items())
     log(f"held-out eval {when} ({result['episodes']} test episodes, greedy): success {result['success_rate']:.3f}, "
         f"mean reward {rewards} ({result['seconds']} s)")
