@@ -264,6 +264,13 @@ def cmd_leaderboard(args: Any) -> int:
         for name, argv in table:
             print(f"{name}: llm-marl {shlex.join(argv)}")
         return 0
+    if args.engine == "vllm":
+        from llm_marl.train_cli import require_vllm
+
+        try:
+            require_vllm()  # here, not in the first row to sample, after the warm starts before it
+        except ValueError as exc:
+            raise UserError(str(exc)) from None
     results = run_rows(args.env, args.model, args.engine, args.steps, args.n, args.out_dir, args.env_arg, args.max_new_tokens,
                        seeds=seeds, demos=args.warm_start_demos, sft_args=args.sft_arg, train_args=args.train_arg,
                        log=lambda msg: print(msg, flush=True))

@@ -199,3 +199,19 @@ def test_a_stopped_row_stops_the_leaderboard_and_says_how_to_continue(tmp_path, 
     out, err = capsys.readouterr()
     assert "the leaderboard stopped; run the same command again to continue (finished rows are reused)" in out
     assert err.strip().splitlines()[-1] == f"llm-marl: {said}" and "failed" not in err
+
+
+def test_vllm_missing_is_one_line_before_any_row_runs(tmp_path, capsys, monkeypatch):
+    """It was the first sampling row's error, after the warm starts before it had run (minutes on a CPU, more on a GPU)."""
+    import llm_marl.engines.vllm as vllm_engine
+
+    def missing():
+        raise ImportError("the vllm engine needs vLLM: pip install 'llm-marl[vllm]'")
+
+    monkeypatch.setattr(vllm_engine, "import_vllm", missing)
+    argv = ["leaderboard", "--env", "plan_path", "--engine", "vllm", "--warm-start-demos", "2", "--out-dir", str(tmp_path)]
+    assert main([*argv, "--dry-run"]) == 0  # listing the rows needs no vLLM
+    capsys.readouterr()
+    assert main(argv) == 2
+    assert capsys.readouterr().err == "llm-marl: error: the vllm engine needs vLLM: pip install 'llm-marl[vllm]'\n"
+    assert list(tmp_path.iterdir()) == []
