@@ -233,13 +233,16 @@ def add_arguments(parser: argparse.ArgumentParser, cls: type, title: str, shown_
 
 
 def from_args(cls: type, args: argparse.Namespace, base: dict[str, Any] | None = None) -> Any:
-    """Instantiate `cls` from `base` (e.g. a saved config) overridden by the flags that were given."""
+    """Instantiate `cls` from `base` (e.g. a saved config) overridden by the flags that were given. A mapping's
+    flag (`--env-arg KEY=VALUE`) overrides its KEY: the base's other keys stay."""
     values = dict(base or {})
     hints = typing.get_type_hints(cls)
     for f in dataclasses.fields(cls):
         if hasattr(args, f.name):
             value = getattr(args, f.name)
-            values[f.name] = dict(value) if _base_type(hints[f.name]) is dict else value
+            if _base_type(hints[f.name]) is dict:
+                value = {**(values.get(f.name) or {}), **dict(value)}
+            values[f.name] = value
     return cls(**{k: v for k, v in values.items() if k in {f.name for f in dataclasses.fields(cls)}})
 
 

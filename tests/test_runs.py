@@ -167,6 +167,10 @@ def test_flags_override_defaults_and_saved_values():
     assert optim.lr == 3e-4 and optim.epochs == 3 and optim.loss_agg == "seq-mean"
     run = from_args(RunConfig, args)
     assert run.env_args == {"height": 5, "mode": "planner"} and run.progress is False
+    # A mapping's flag overrides its key; the saved options it does not name stay (they were dropped, so that
+    # `--config RUN/config.json --env-arg max_turns=2` trained on the environment's default 10x10 mazes).
+    run = from_args(RunConfig, args, base={"env_args": {"height": 3, "width": 3}, "steps": 2})
+    assert run.env_args == {"height": 5, "width": 3, "mode": "planner"} and run.steps == 2
 
 
 @pytest.mark.parametrize("argv,fix", [(["--temperature", "0"], "use eval for greedy"), (["--lr", "-1"], "--lr must be > 0"),
