@@ -104,8 +104,8 @@ def add_commands(sub: Any, argv: Sequence[str]) -> None:
     p = sub.add_parser("eval", help="success rate and mean rewards of a model (with adapters) on a split; JSON out")
     p.add_argument("--env", required=True, help="environment (see `llm-marl envs`)")
     p.add_argument("--env-arg", action="append", default=[], metavar="KEY=VALUE",
-                   help="environment option (repeatable); unset (or only mode): the options the --adapters' run trained "
-                        "on, else the quick configuration `train` uses")
+                   help="environment option (repeatable): over the options the --adapters' run trained on; without "
+                        "such adapters, unset (or only mode): the quick configuration `train` uses")
     p.add_argument("--split", default="test", choices=["train", "val", "test", "all"],
                    help="all: every row of the dataset once (environments given a dataset file, folder or Hub id)")
     p.add_argument("--n", type=int, default=None, help="episodes (default 20; with a dataset, distinct rows, default all of "
@@ -341,10 +341,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
         check_output_file(args.out, "--out")  # before the episodes whose result it keeps
     try:
         given = parse_env_args(args.env_arg)
-        # A run's adapters are scored on the tasks and reply length they were trained with unless told otherwise;
-        # other adapters, or none, on the configuration `train` uses when no --env-arg is given.
+        # A run's adapters are scored on the tasks and reply length they were trained with (an --env-arg overrides its
+        # key, as it does a --config file's); other adapters, or none, on the configuration `train` uses without --env-arg.
         trained = trained_settings(args.adapters, args.env)
-        if trained and not set(given) - {"mode"}:
+        if trained:
             env_kwargs = {**trained["env_args"], **given}
         else:
             env_kwargs = quick_env_args(get_env(args.env).name, given)

@@ -157,11 +157,9 @@ def test_eval_of_a_runs_adapters_plays_its_tasks_and_reply_length(evaluated_run,
         assert f"eval: as {evaluated_run} trained (its config.json)" in err
         assert {k: result[k] for k in ("success_rate", "mean_reward", "final_team_reward")} == \
             {k: after[k] for k in ("success_rate", "mean_reward", "final_team_reward")}
-    # Options given are the user's choice; only a mode keeps the run's others.
+    # An option given overrides its key of the run's, as over a --config file; the others stay.
     assert main(["eval", "--env", "plan_path", "--adapters", str(evaluated_run), "--n", "1", "--env-arg", "height=4",
-                 "--max-new-tokens", "5"]) == 0
+                 "--env-arg", "mode=planner", "--max-new-tokens", "5"]) == 0
     result = json.loads(capsys.readouterr().out)
-    assert result["env_args"]["height"] == 4 and result["env_args"] != config["resolved_env_args"]
+    assert result["env_args"] == {**config["resolved_env_args"], "height": 4, "mode": "planner"}
     assert result["max_new_tokens"] == 5
-    assert main(["eval", "--env", "plan_path", "--adapters", str(evaluated_run), "--n", "1", "--env-arg", "mode=planner"]) == 0
-    assert json.loads(capsys.readouterr().out)["env_args"] == {**config["resolved_env_args"], "mode": "planner"}
