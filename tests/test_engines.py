@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -189,6 +190,13 @@ class _ChatServer(BaseHTTPRequestHandler):
             self.end_headers()
             self.wfile.write(data)
             return
+        if body["model"] in _NOT_COMPLETIONS:
+            ctype, data = _NOT_COMPLETIONS[body["model"]]
+            self.send_response(200)
+            self.send_header("Content-Type", ctype)
+            self.end_headers()
+            self.wfile.write(data.encode())
+            return
         refusal = _context_refusal(body)
         if refusal:
             data = json.dumps({"object": "error", "message": refusal, "type": "BadRequestError", "code": 400}).encode()
@@ -215,6 +223,14 @@ class _ChatServer(BaseHTTPRequestHandler):
 
     def log_message(self, *args):
         pass
+
+
+_NOT_COMPLETIONS = {  # model: (content type, body) of a 200 answer that is no chat completion
+    "html": ("text/html", "<html><body><h1>Sign in</h1></body></html>"),  # a proxy's login page
+    "notjson": ("application/json", "upstream timed out"),
+    "textchoices": ("application/json", json.dumps({"choices": ["hello"]})),
+    "errorobject": ("application/json", json.dumps({"error": {"message": "upstream model overloaded"}})),  # as some gateways
+}
 
 
 def _context_refusal(body: dict) -> str | None:
@@ -300,6 +316,19 @@ def test_api_engine_errors_name_the_problem(server):
         APIEngine(server, "broken").generate([GenerationRequest(chat("x"))], SamplingParams())
     with pytest.raises(APIError, match="cannot reach .* start the server or fix --base-url"):
         APIEngine("http://127.0.0.1:9/v1", "m", timeout_s=2).generate([GenerationRequest(chat("x"))], SamplingParams())
+
+
+@pytest.mark.parametrize("model, message", [
+    ("html", "did not answer an OpenAI chat completion: <html><body><h1>Sign in</h1></body></html>; --base-url must"),
+    ("notjson", "did not answer an OpenAI chat completion: upstream timed out; --base-url must"),
+    ("textchoices", 'did not answer an OpenAI chat completion: {"choices": ["hello"]}'),
+    ("errorobject", 'returned no choices ({"error": {"message": "upstream model overloaded"}}); check that --model'),
+])
+def test_api_engine_an_answer_that_is_no_chat_completion(server, model, message):
+    """An HTML page, a body that is no JSON, or JSON of another shape, answered with status 200: one APIError that shows
+    what came (once an AttributeError or TypeError traceback, or a bare JSONDecodeError)."""
+    with pytest.raises(APIError, match=re.escape(message)):
+        APIEngine(server, model, max_retries=0).generate([GenerationRequest(chat("x"))], SamplingParams())
 
 
 def test_api_engine_a_request_the_context_window_cannot_hold(server):

@@ -186,6 +186,14 @@ def test_server_answering_404(capsys, server, command):
 
 
 @pytest.mark.parametrize("command", ["play", "eval"])
+def test_server_answering_no_chat_completion(capsys, server, command):
+    """Once an AttributeError traceback."""
+    flag = ["--agent", "api"] if command == "play" else ["--engine", "api", "--n", "1"]
+    one_line_error(capsys, [command, *PLANNER, *flag, "--base-url", f"{server}/v1", "--model", "garbled"],
+                   "did not answer an OpenAI chat completion: ", '"choices": "none today"')
+
+
+@pytest.mark.parametrize("command", ["play", "eval"])
 def test_slow_server(capsys, server, command):
     flag = ["--agent", "api"] if command == "play" else ["--engine", "api", "--n", "1"]
     started = time.monotonic()

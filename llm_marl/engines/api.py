@@ -110,23 +110,22 @@ class APIEngine:
             if self.request_logprobs:
                 body["logprobs"] = True
             try:
-                choices = self._create(body).choices or []
+                choices = self._create(body)
             except _ContextFull as full:
                 if 0 < full.room < max_tokens:
                     max_tokens = full.room
                     continue
                 out.extend(no_room() for _ in range(request.n - len(out)))
                 break
-            if not choices:
-                raise APIError(f"{self.url} returned no choices; check that --model names a chat model the server serves")
             out.extend(_completion(c) for c in sorted(choices, key=lambda c: getattr(c, "index", 0) or 0))
         return out[:request.n]
 
-    def _create(self, body: dict[str, Any]) -> Any:
+    def _create(self, body: dict[str, Any]) -> list[Any]:
+        """The choices the server answered `body` with; APIError when it answered none or no chat completion."""
         openai = self._openai
         tries = f"{self.max_retries + 1} tries"
         try:
-            return self.client.chat.completions.create(**body)
+            raw = self.client.chat.completions.with_raw_response.create(**body)  # its text says what came instead
         except openai.APITimeoutError:
             raise APIError(f"{self.url} did not answer within {self.timeout_s:g} s ({tries}); "
                            "raise --api-timeout or check the server") from None
@@ -145,8 +144,21 @@ class APIEngine:
             hint = ("; it does not take chat_template_kwargs: drop --thinking/--no-thinking (the server's default applies)"
                     if "chat_template_kwargs" in detail and "chat_template_kwargs" in body.get("extra_body", {}) else "")
             raise APIError(f"{self.url} answered HTTP {exc.status_code}: {detail[:300]}{hint}") from None
-        except openai.APIResponseValidationError as exc:
-            raise APIError(f"{self.url} did not answer an OpenAI chat completion ({exc})") from None
+        try:
+            response = raw.parse()
+        except (ValueError, openai.APIResponseValidationError):  # a JSON content type over a body that is no JSON
+            response = None
+        # A proxy's HTML page, plain text or other JSON is returned as it came (the SDK does not validate), and
+        # would otherwise end in an AttributeError traceback.
+        detail = " ".join(raw.text.split())[:300]
+        choices = getattr(response, "choices", None)
+        if not isinstance(response, openai.BaseModel) or not isinstance(choices, (list, type(None))) or not all(
+                isinstance(c, openai.BaseModel) for c in choices or []):
+            raise APIError(f"{self.url} did not answer an OpenAI chat completion: {detail or 'an empty body'}; "
+                           "--base-url must be the server's OpenAI-compatible endpoint (ending in /v1)")
+        if not choices:  # with what came instead: a proxy's error object, say
+            raise APIError(f"{self.url} returned no choices ({detail}); check that --model names a chat model the server serves")
+        return choices
 
 
 _CONTEXT_ERROR = re.compile(r"context[ _]?(length|size|window)", re.I)
