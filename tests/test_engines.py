@@ -209,6 +209,11 @@ class _ChatServer(BaseHTTPRequestHandler):
         message = {"role": "assistant", "content": f"echo {last} #{len(type(self).bodies)}"}
         if body["model"] == "thinker" and body.get("chat_template_kwargs", {}).get("enable_thinking") is not False:
             message["content"] = "<think>\nThe user said " + last + ".\n</think>\n\n" + message["content"]  # Qwen3's default
+        if body["model"] == "parts":  # content parts, as Mistral's reasoning models answer
+            message["content"] = [{"type": "thinking", "thinking": [{"type": "text", "text": "Hm."}]},
+                                  {"type": "text", "text": message["content"]}]
+        if body["model"] == "numeric":  # no text at all
+            message["content"] = 5
         if body["model"] == "parsed":  # a server with a reasoning parser returns the reasoning apart
             message["reasoning_content"] = "The user said " + last + "."
         choice = {"index": 0, "message": message, "finish_reason": "length" if body["max_tokens"] < 5 else "stop"}
@@ -283,6 +288,14 @@ def test_api_engine_keeps_a_thinking_models_reasoning_apart(server, model):
     (Qwen3 behind a server without a reasoning parser) or returns it apart."""
     completion = APIEngine(server, model).generate([GenerationRequest(chat("hello"))], SamplingParams())[0].completions[0]
     assert completion.text == "echo hello #1" and completion.reasoning == "The user said hello."
+
+
+@pytest.mark.parametrize("model, text", [("parts", "echo hello #1"), ("numeric", "")])
+def test_api_engine_content_that_is_no_string(server, model, text):
+    """Content parts are the reply their text parts make; other content is a malformed reply for the environment
+    to penalise (both were once an AttributeError traceback)."""
+    completion = APIEngine(server, model).generate([GenerationRequest(chat("hello"))], SamplingParams())[0].completions[0]
+    assert (completion.text, completion.finish_reason) == (text, "stop")
 
 
 @pytest.mark.parametrize("thinking, sent", [(None, None), (False, {"enable_thinking": False}), (True, {"enable_thinking": True})])

@@ -180,7 +180,12 @@ def _room_left(detail: str) -> int | None:
 
 def _completion(choice: Any) -> Completion:
     message = choice.message
-    reasoning, text = split_reasoning((message.content if message is not None else None) or "")
+    content = message.content if message is not None else None
+    if isinstance(content, list):  # content parts, as Mistral's reasoning models answer: the reply is their text
+        content = "".join(p["text"] for p in content if isinstance(p, dict) and p.get("type") == "text"
+                          and isinstance(p.get("text"), str))
+    # Any other content that is no text is a malformed reply, for the environment to penalise.
+    reasoning, text = split_reasoning(content if isinstance(content, str) else "")
     # A server with a reasoning parser (vLLM's --reasoning-parser, SGLang) returns the reasoning apart.
     served = getattr(message, "reasoning_content", None) or getattr(message, "reasoning", None)
     reasoning = served if isinstance(served, str) and served else reasoning
