@@ -337,6 +337,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from llm_marl.evaluate import episode_tasks
     from llm_marl_envs.registry import make_raw
 
+    if args.engine == "api" and args.adapters is not None:  # else the server's model is scored as if it were theirs
+        raise UserError(f"--engine api serves no LoRA adapters (--adapters {args.adapters}); evaluate adapters with "
+                        "--engine hf or vllm")
     if args.out:
         check_output_file(args.out, "--out")  # before the episodes whose result it keeps
     try:

@@ -185,6 +185,13 @@ def test_server_answering_404(capsys, server, command):
                    "404", "--base-url must end in /v1")
 
 
+def test_eval_engine_api_refuses_adapters(capsys, server, tmp_path):
+    """The server's model was once scored, and the result said `"adapters": "RUN"`, as if it were the run's."""
+    one_line_error(capsys, ["eval", *PLANNER, "--engine", "api", "--base-url", f"{server}/v1", "--model", "oracle", "--n", "1",
+                            "--adapters", str(tmp_path)], "--engine api serves no LoRA adapters", "--engine hf or vllm")
+    assert _Server.seen == []
+
+
 @pytest.mark.parametrize("command", ["play", "eval"])
 def test_server_answering_no_chat_completion(capsys, server, command):
     """Once an AttributeError traceback."""
