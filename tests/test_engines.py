@@ -190,6 +190,17 @@ class _ChatServer(BaseHTTPRequestHandler):
             self.end_headers()
             self.wfile.write(data)
             return
+        if body["model"] == "reasoning-o":  # as OpenAI's o-series and gpt-5
+            if "max_tokens" in body:
+                data = json.dumps({"error": {"message": "Unsupported parameter: 'max_tokens' is not supported with this "
+                                             "model. Use 'max_completion_tokens' instead.", "type": "invalid_request_error",
+                                             "param": "max_tokens", "code": "unsupported_parameter"}}).encode()
+                self.send_response(400)
+                self.send_header("Content-Type", "application/json")
+                self.end_headers()
+                self.wfile.write(data)
+                return
+            body["max_tokens"] = body["max_completion_tokens"]
         if body["model"] in _NOT_COMPLETIONS:
             ctype, data = _NOT_COMPLETIONS[body["model"]]
             self.send_response(200)
@@ -314,6 +325,19 @@ def test_api_engine_asks_for_thinking_role_by_role(server):
                     SamplingParams())
     sent = {body["messages"][-1]["content"]: body.get("chat_template_kwargs") for body in _ChatServer.bodies}
     assert sent == {"a": {"enable_thinking": True}, "b": {"enable_thinking": False}}
+
+
+def test_api_engine_a_model_that_takes_only_max_completion_tokens(server):
+    """OpenAI's reasoning models refuse `max_tokens` (once an APIError naming a field no flag could change): the reply's
+    length is sent as `max_completion_tokens` from then on, and to other servers as before."""
+    engine = APIEngine(server, "reasoning-o", max_concurrency=1)
+    for _ in range(2):
+        reply = engine.generate([GenerationRequest(chat("x"))], SamplingParams(max_new_tokens=3))[0].completions[0]
+        assert reply.finish_reason == "length"
+    sent = [("max_tokens" in b, b.get("max_completion_tokens")) for b in _ChatServer.bodies]
+    assert sent == [(True, None), (False, 3), (False, 3)]
+    APIEngine(server, "m").generate([GenerationRequest(chat("x"))], SamplingParams(max_new_tokens=3))
+    assert _ChatServer.bodies[-1]["max_tokens"] == 3 and "max_completion_tokens" not in _ChatServer.bodies[-1]
 
 
 def test_api_engine_a_server_without_the_thinking_switch_names_the_fix(server):

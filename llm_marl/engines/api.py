@@ -70,6 +70,7 @@ class APIEngine:
         self.max_concurrency = max(1, max_concurrency)
         self.request_logprobs = request_logprobs
         self.thinking = thinking
+        self.max_tokens_field = "max_tokens"  # or "max_completion_tokens", once the server asks for it
         self._openai = openai
         self.client = make_client(self.base_url, api_key, timeout_s, self.max_retries)
 
@@ -95,7 +96,7 @@ class APIEngine:
         while len(out) < request.n:
             body: dict[str, Any] = {
                 "model": self.model, "messages": request.messages, "n": request.n - len(out),
-                "temperature": sampling.temperature, "top_p": sampling.top_p, "max_tokens": max_tokens,
+                "temperature": sampling.temperature, "top_p": sampling.top_p, self.max_tokens_field: max_tokens,
             }
             extra: dict[str, Any] = {}  # extensions (vLLM, SGLang): OpenAI itself has neither
             if sampling.top_k > 0:
@@ -141,6 +142,12 @@ class APIEngine:
             room = _room_left(detail) if exc.status_code in (400, 413, 422) else None
             if room is not None:
                 raise _ContextFull(room) from None
+            if exc.param == "max_tokens" and "max_completion_tokens" in detail and "max_tokens" in body:
+                # OpenAI's reasoning models (o-series, gpt-5) take the reply's length only under its newer name,
+                # which vLLM and other servers do not all read: it is sent once asked for.
+                self.max_tokens_field = "max_completion_tokens"
+                renamed = {k: v for k, v in body.items() if k != "max_tokens"}
+                return self._create({**renamed, "max_completion_tokens": body["max_tokens"]})
             hint = ("; it does not take chat_template_kwargs: drop --thinking/--no-thinking (the server's default applies)"
                     if "chat_template_kwargs" in detail and "chat_template_kwargs" in body.get("extra_body", {}) else "")
             raise APIError(f"{self.url} answered HTTP {exc.status_code}: {detail[:300]}{hint}") from None
