@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -177,6 +178,8 @@ class _ChatServer(BaseHTTPRequestHandler):
     def do_POST(self):  # noqa: N802 (http.server API)
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         type(self).bodies.append({**body, "auth": self.headers.get("Authorization")})
+        if body["model"] == "slow":
+            time.sleep(2)
         if body["model"] == "broken":
             self.send_response(500)
             self.end_headers()
@@ -366,6 +369,25 @@ def test_api_engine_an_answer_that_is_no_chat_completion(server, model, message)
     what came (once an AttributeError or TypeError traceback, or a bare JSONDecodeError)."""
     with pytest.raises(APIError, match=re.escape(message)):
         APIEngine(server, model, max_retries=0).generate([GenerationRequest(chat("x"))], SamplingParams())
+
+
+def test_api_engine_an_interrupt_or_an_error_ends_the_wait_at_once(server):
+    """A Ctrl-C (or SIGTERM, raised as a KeyboardInterrupt) once waited for the request in flight and for the one
+    started behind it, each up to --api-timeout times the tries, as did another request's error; now the wait ends
+    at once and no request is started after it."""
+    import _thread
+
+    engine = APIEngine(server, "slow", max_concurrency=1)
+    threading.Timer(0.3, _thread.interrupt_main).start()  # as a signal: handled by the main thread
+    started = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        engine.generate([GenerationRequest(chat("a")), GenerationRequest(chat("b"))], SamplingParams())
+    assert time.monotonic() - started < 1.5 and len(_ChatServer.bodies) == 1
+    _ChatServer.bodies = []
+    with pytest.raises(APIError, match="HTTP 500"):
+        APIEngine(server, "broken", max_concurrency=1, max_retries=0).generate([GenerationRequest(chat(w)) for w in "abc"],
+                                                                               SamplingParams())
+    assert len(_ChatServer.bodies) == 1
 
 
 def test_api_engine_a_request_the_context_window_cannot_hold(server):

@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import math
 import re
-from concurrent.futures import ThreadPoolExecutor
+import threading
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from llm_marl_envs.core.openai_client import make_client
@@ -79,8 +80,7 @@ class APIEngine:
             if r.adapter is not None:
                 raise ValueError(f"the api engine serves no LoRA adapters (request asked for {r.adapter!r}); "
                                  "evaluate adapters with --engine hf or vllm")
-        with ThreadPoolExecutor(self.max_concurrency) as pool:
-            completions = list(pool.map(lambda r: self._complete(r, sampling), requests))
+        completions = _in_threads(lambda r: self._complete(r, sampling), requests, self.max_concurrency)
         return [GenerationResult(request=r, prompt_ids=[], completions=c) for r, c in zip(requests, completions)]
 
     def sync_adapters(self) -> None:
@@ -166,6 +166,44 @@ class APIEngine:
         if not choices:  # with what came instead: a proxy's error object, say
             raise APIError(f"{self.url} returned no choices ({detail}); check that --model names a chat model the server serves")
         return choices
+
+
+def _in_threads(fn: Callable[[Any], Any], items: Sequence[Any], workers: int) -> list[Any]:
+    """[fn(x) for x in items], on up to `workers` daemon threads; the first error is raised.
+
+    Not a ThreadPoolExecutor: its caller waits on a lock that a Ctrl-C or SIGTERM does not wake until a request
+    ends, and its exit and the interpreter's wait for the requests in flight, each up to --api-timeout times the
+    tries. Here the caller wakes every 0.1 s, and after an error or an interrupt no request is started and those
+    in flight are left to daemon threads, which do not hold the process open."""
+    results: list[Any] = [None] * len(items)
+    failures: list[BaseException] = []
+    left = iter(range(len(items)))
+    lock = threading.Lock()
+
+    def work() -> None:
+        while not failures:
+            with lock:
+                i = next(left, None)
+            if i is None:
+                return
+            try:
+                results[i] = fn(items[i])
+            except BaseException as exc:  # noqa: BLE001 -- raised in the caller's thread
+                failures.append(exc)
+
+    alive = [threading.Thread(target=work, daemon=True) for _ in range(min(workers, len(items)))]
+    for thread in alive:
+        thread.start()
+    try:
+        while alive and not failures:
+            alive[0].join(0.1)
+            alive = [t for t in alive if t.is_alive()]
+    except BaseException as exc:  # Ctrl-C, SIGTERM: the workers start nothing more
+        failures.append(exc)
+        raise
+    if failures:
+        raise failures[0]
+    return results
 
 
 _CONTEXT_ERROR = re.compile(r"context[ _]?(length|size|window)", re.I)
