@@ -162,6 +162,25 @@ def test_eval_engine_api_reads_the_key_from_the_environment(capsys, server, monk
 
 
 # -------------------------------------------------------------------------------- api mistakes
+def test_an_api_key_read_with_its_line_break_works(capsys, server, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-file\r\n")  # as `$(cat key.txt)` leaves a key file written on Windows
+    assert main(["play", *PLANNER, "--agent", "api", "--base-url", f"{server}/v1", "--model", "oracle", "--quiet"]) == 0
+    assert {s["auth"] for s in _Server.seen} == {"Bearer sk-file"}
+
+
+@pytest.mark.parametrize("command", ["play", "eval"])
+@pytest.mark.parametrize("env, flag, where", [("sk-one\nsk-two", [], "the API key in $OPENAI_API_KEY has"),
+                                              ("", ["--api-key", "sk-\u2026"], "the API key has")])
+def test_an_api_key_no_header_can_carry(capsys, monkeypatch, command, env, flag, where):
+    """Once "cannot reach URL (Illegal header value b'Bearer sk-...'); start the server or fix --base-url", which
+    printed the key and blamed the server, or a bare "'ascii' codec can't encode character"."""
+    monkeypatch.setenv("OPENAI_API_KEY", env)
+    args = ["--agent", "api"] if command == "play" else ["--engine", "api", "--n", "1"]
+    err = one_line_error(capsys, [command, *PLANNER, *args, "--base-url", f"http://127.0.0.1:{closed_port()}/v1", "--model", "m",
+                                  "--api-retries", "0", *flag], where, "a character no HTTP header can carry")
+    assert "sk-" not in err
+
+
 @pytest.mark.parametrize("argv", [
     ["play", *PLANNER, "--agent", "api", "--base-url", "http://127.0.0.1:1/v1"],
     ["eval", *PLANNER, "--engine", "api", "--base-url", "http://127.0.0.1:1/v1"],

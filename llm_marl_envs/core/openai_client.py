@@ -16,8 +16,13 @@ from typing import Any
 def make_client(base_url: str, api_key: str | None = None, timeout_s: float = 60.0, max_retries: int = 2) -> Any:
     """An `openai.OpenAI` client for `base_url` (e.g. http://127.0.0.1:8000/v1): each request waits at most
     `timeout_s` seconds and is retried `max_retries` times (connection errors, timeouts, 429, 5xx; with
-    backoff). ImportError when the `openai` package is missing."""
+    backoff). ImportError when the `openai` package is missing; ValueError for a key no HTTP header can carry."""
     import openai
 
-    return openai.OpenAI(base_url=base_url.rstrip("/"), api_key=api_key or os.environ.get("OPENAI_API_KEY") or "EMPTY",
-                         timeout=timeout_s, max_retries=max(0, max_retries))
+    # The line break a key file or a paste leaves is dropped; what else a header cannot carry would fail each request
+    # as "cannot reach" the server, printing the key, or as a bare UnicodeEncodeError.
+    key = (api_key or os.environ.get("OPENAI_API_KEY") or "").strip() or "EMPTY"
+    if not (key.isascii() and key.isprintable()):
+        raise ValueError(f"the API key{'' if api_key else ' in $OPENAI_API_KEY'} has a character no HTTP header can carry "
+                         "(non-ASCII, or a control character, as a copy may add): set it again")
+    return openai.OpenAI(base_url=base_url.rstrip("/"), api_key=key, timeout=timeout_s, max_retries=max(0, max_retries))
