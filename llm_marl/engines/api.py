@@ -124,7 +124,7 @@ class APIEngine:
     def _create(self, body: dict[str, Any]) -> list[Any]:
         """The choices the server answered `body` with; APIError when it answered none or no chat completion."""
         openai = self._openai
-        tries = f"{self.max_retries + 1} tries"
+        tries = "1 try" if self.max_retries == 0 else f"{self.max_retries + 1} tries"
         try:
             raw = self.client.chat.completions.with_raw_response.create(**body)  # its text says what came instead
         except openai.APITimeoutError:

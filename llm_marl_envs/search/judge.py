@@ -85,7 +85,8 @@ def chat_completion(config: JudgeConfig, prompt: str, max_tokens: int = 8) -> tu
                                                temperature=0, max_tokens=max_tokens)
         text = reply.choices[0].message.content
     except openai.APITimeoutError:
-        return None, f"judge failed: {url} did not answer within {config.timeout_s:g} s ({config.max_retries + 1} tries)"
+        tries = "1 try" if config.max_retries == 0 else f"{config.max_retries + 1} tries"
+        return None, f"judge failed: {url} did not answer within {config.timeout_s:g} s ({tries})"
     except openai.APIConnectionError as exc:
         return None, f"judge failed: cannot reach {url} ({exc.__cause__ or exc})"
     except openai.APIStatusError as exc:
