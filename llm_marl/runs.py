@@ -207,15 +207,16 @@ class RunDir:
         path = self.path / "metrics.jsonl"
         if not path.exists():
             return []
-        lines = [line for line in path.read_text(errors="replace").splitlines() if line.strip()]
+        # Numbered as in the file, blank lines counted: the error names the line to delete.
+        lines = [(number, line) for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1) if line.strip()]
         out = []
-        for number, line in enumerate(lines, 1):
+        for number, line in lines:
             try:
                 record = json.loads(line)
                 if not isinstance(record, dict) or not isinstance(record.get("step"), int):
                     raise ValueError("no integer 'step'")
             except ValueError as exc:
-                if number == len(lines):
+                if number == lines[-1][0]:
                     break  # torn by a kill: that step was not completed
                 raise RunDirError(f"{path}:{number} is damaged ({exc}): delete that line, or the steps from it on") from None
             out.append(record)

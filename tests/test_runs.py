@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from llm_marl.config import QUICK_ENV_ARGS, ModelConfig, OptimConfig, RunConfig, SamplingConfig, add_arguments, from_args
-from llm_marl.runs import RunDir
+from llm_marl.runs import RunDir, RunDirError
 from llm_marl.trainer import interrupted_message
 
 
@@ -248,3 +248,12 @@ def test_a_steps_seeds_are_distinct_and_those_without_repeats_unchanged():
     assert len(set(seeds)) == len(seeds) == 1024 and seeds[:100] == words[:100]
     for step in (1, 2, 150):  # a run's seeds are those it drew before (a resumed run repeats its steps)
         assert step_seeds(0, step, 32) == [int(x) for x in np.random.SeedSequence([0, step]).generate_state(32, dtype=np.uint32)]
+
+
+def test_a_damaged_metrics_line_is_named_by_its_line_in_the_file(tmp_path):
+    """Blank lines (a hand edit) were not counted, so the error named an earlier line than the damaged one, and deleting
+    the line it named lost a good step."""
+    run = RunDir.create(tmp_path, "plan_path", "grpo", 0, name="r")
+    (run.path / "metrics.jsonl").write_text('{"step": 1}\n\n\n{"step": 2, "reward/succ\n{"step": 3}\n')
+    with pytest.raises(RunDirError, match=r"metrics\.jsonl:4 is damaged"):
+        run.metrics()
