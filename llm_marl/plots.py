@@ -54,7 +54,7 @@ def learning_curve(run_dir: str | Path, history: list[dict[str, Any]] | None = N
     # Below the axes: inside, a legend hides the held-out markers at step 0.
     for ax in (reward_ax, success_ax):
         ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2, frameon=False)
-    fig.suptitle(run_dir.name, fontsize=9)
+    fig.suptitle(run_dir.name, fontsize=9, parse_math=False)  # a name is text: `$...$` in one is no TeX to typeset
     out = Path(path) if path is not None else run_dir / FILENAME
     fig.savefig(out, dpi=100)
     plt.close(fig)
