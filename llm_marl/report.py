@@ -35,6 +35,8 @@ CHARTS = (
 )
 SAMPLES = 6
 """Sampled replies shown per run (from its last trajectories file)."""
+REPLY_CHARS = 600
+"""Characters shown of each sampled reply; a longer one says how many more its trajectories file holds."""
 
 
 def _match(pattern: str, key: str) -> str | None:
@@ -135,6 +137,13 @@ def _fmt(value: Any) -> str:
     return f"{value:.3g}" if isinstance(value, float) else html.escape(str(value)) if value is not None else "–"
 
 
+def _reply(text: str) -> str:
+    """The reply, escaped; cut at REPLY_CHARS saying so (the answer that earned the reward is often at its end)."""
+    if len(text) <= REPLY_CHARS:
+        return html.escape(text)
+    return html.escape(text[:REPLY_CHARS]) + f"<i>… ({len(text) - REPLY_CHARS} more characters)</i>"
+
+
 def sample_rows(name: str, run_dir: Path, k: int = SAMPLES) -> str:
     files = sorted((run_dir / "trajectories").glob("step_*.jsonl"))
     if not files:
@@ -150,7 +159,7 @@ def sample_rows(name: str, run_dir: Path, k: int = SAMPLES) -> str:
     rows = "".join(
         f"<tr><td>{html.escape(str(r.get('role')))}</td><td>{r.get('turn')}</td><td>{_fmt(r.get('reward'))}</td>"
         f"<td>{_fmt(r.get('credit'))}</td><td>{_fmt(r.get('advantage'))}</td>"
-        f"<td><pre>{html.escape(str(r.get('text', ''))[:600])}</pre></td></tr>" for r in records[:k])
+        f"<td><pre>{_reply(str(r.get('text', '')))}</pre></td></tr>" for r in records[:k])
     return (f"<table class='samples'><caption>{html.escape(name)}: {min(k, len(records))} sampled replies of "
             f"{html.escape(files[-1].name)} (largest |advantage| first)</caption>"
             f"<tr><th>role</th><th>turn</th><th>reward</th><th>credit</th><th>advantage</th><th>reply</th></tr>{rows}</table>")

@@ -100,3 +100,32 @@ def test_an_out_whose_write_fails_is_one_line(runs, tmp_path, capsys, monkeypatc
     monkeypatch.setattr(Path, "write_text", fail)
     assert main(["report", str(runs[0]), "--out", str(tmp_path / "r.html")]) == 2
     assert capsys.readouterr().err.strip() == f"llm-marl: error: cannot write --out {tmp_path / 'r.html'} (No space left on device)"
+
+
+def _hand_run(root, name="hand", steps=1, roles=("planner",), replies=("ok",)):
+    """A run directory as `llm-marl train` leaves one, built by hand: metrics per step and the last step's replies."""
+    import json
+
+    run = root / name
+    (run / "trajectories").mkdir(parents=True)
+    (run / "metrics.jsonl").write_text("".join(
+        json.dumps({"step": s, "reward/success_rate": 0.5, **{f"reward/reward/{r}": s / steps for r in roles},
+                    **{f"perf/{part}_s": 0.1 for part in PARTS}}) + "\n" for s in range(1, steps + 1)))
+    (run / "trajectories" / f"step_{steps:06d}.jsonl").write_text("".join(
+        json.dumps({"role": roles[i % len(roles)], "turn": 0, "reward": 1.0, "credit": 1.0, "advantage": 1.0 - i / 10,
+                    "text": text}) + "\n" for i, text in enumerate(replies)))
+    return run
+
+
+def test_a_long_sampled_reply_says_it_is_cut(tmp_path):
+    """A reply was cut at 600 characters without a sign, so the page showed the start of a long reply as if it were all
+    of it (the answer that earned its reward is often at the end)."""
+    shown = 600  # llm_marl.report.REPLY_CHARS
+    long = "<b>&" + "x" * (shown + 100) + "THE ANSWER"
+    run = _hand_run(tmp_path, replies=(long, "short </pre><script>alert(1)</script>"))
+    assert main(["report", str(run)]) == 0
+    page = (run / "report.html").read_text()
+    cells = re.findall(r"<pre>(.*?)</pre></td>", page, re.S)
+    assert cells[0].startswith("&lt;b&gt;&amp;xxx") and "THE ANSWER" not in cells[0]
+    assert cells[0].endswith(f"… ({len(long) - shown} more characters)</i>")
+    assert cells[1] == "short &lt;/pre&gt;&lt;script&gt;alert(1)&lt;/script&gt;" and "<script" not in page
