@@ -22,6 +22,9 @@ from typing import Any
 from llm_marl.step_time import PARTS
 
 COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf")
+DASHES = ("", "8 4", "2 3")
+"""Line patterns: the series after the first len(COLORS) repeat the colours, dashed (a comparison has many lines)."""
+LEGEND_ROW = 14
 CHARTS = (
     # (title, y label, metric key prefix; "*" is a role or an adapter, the series name)
     ("Mean step reward per role", "reward", "reward/reward/*"),
@@ -74,6 +77,7 @@ def svg_chart(title: str, ylabel: str, lines: dict[str, list[tuple[float, float]
     """A line chart as inline SVG (no scripts); `class="empty"` when there is nothing to draw."""
     left, right, top, bottom = 56, 12, 28, 40
     points = [p for line in lines.values() for p in line]
+    height = max(height, top + 6 + LEGEND_ROW * len(lines) + bottom)  # room for every legend entry
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" class="chart{" empty" if not points else ""}" width="{width}" '
              f'height="{height}" viewBox="0 0 {width} {height}" role="img" aria-label="{html.escape(title)}">',
              f'<text x="{width / 2}" y="16" text-anchor="middle" font-size="13" font-weight="bold">{html.escape(title)}</text>']
@@ -103,12 +107,15 @@ def svg_chart(title: str, ylabel: str, lines: dict[str, list[tuple[float, float]
                  f'{html.escape(ylabel)}</text>')
     for i, (label, line) in enumerate(sorted(lines.items())):
         color = COLORS[i % len(COLORS)]
+        dash = DASHES[i // len(COLORS) % len(DASHES)]
+        style = f'stroke="{color}" stroke-width="2.5"' + (f' stroke-dasharray="{dash}"' if dash else "")
         line = sorted(line)
         coords = " ".join(f"{sx(x):.1f},{sy(y):.1f}" for x, y in line)
-        parts.append(f'<polyline class="series" fill="none" stroke="{color}" stroke-width="2.5" points="{coords}"/>')
+        parts.append(f'<polyline class="series" fill="none" {style} points="{coords}"/>')
         parts.extend(f'<circle cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="3.5" fill="{color}"/>' for x, y in line)
-        parts.append(f'<rect x="{left + 8}" y="{top + 6 + 14 * i}" width="10" height="10" fill="{color}"/>'
-                     f'<text x="{left + 22}" y="{top + 15 + 14 * i}" font-size="11">{html.escape(label)}</text>')
+        row = top + 11 + LEGEND_ROW * i
+        parts.append(f'<line class="key" x1="{left + 6}" x2="{left + 24}" y1="{row}" y2="{row}" {style}/>'
+                     f'<text x="{left + 28}" y="{row + 4}" font-size="11">{html.escape(label)}</text>')
     parts.append("</svg>")
     return "".join(parts)
 

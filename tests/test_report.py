@@ -76,7 +76,7 @@ def test_report_renders_its_charts_in_headless_chromium(runs, tmp_path_factory, 
     assert image.size == (1280, 1400)
     pixels = np.asarray(image).reshape(-1, 3)
     counts = {c: int((pixels == [int(c[i:i + 2], 16) for i in (1, 3, 5)]).all(axis=1).sum()) for c in COLORS[:2]}
-    # Both series colours are drawn (curves and markers), far beyond the legend swatches (100 px each).
+    # Both series colours are drawn (curves and markers), far beyond the legend keys (under 100 px each).
     assert all(n > 1000 for n in counts.values()), counts
 
 
@@ -129,3 +129,22 @@ def test_a_long_sampled_reply_says_it_is_cut(tmp_path):
     assert cells[0].startswith("&lt;b&gt;&amp;xxx") and "THE ANSWER" not in cells[0]
     assert cells[0].endswith(f"… ({len(long) - shown} more characters)</i>")
     assert cells[1] == "short &lt;/pre&gt;&lt;script&gt;alert(1)&lt;/script&gt;" and "<script" not in page
+
+
+def test_every_line_of_a_crowded_comparison_chart_has_its_own_look_and_legend_entry(tmp_path):
+    """Three runs put 18 lines on the step-time chart: with 8 colours, lines of different runs and parts were drawn
+    alike (and the legend said the first one's name), and the legend ran past the chart's bottom, where its last
+    entries were cut off."""
+    runs = [_hand_run(tmp_path, name, steps=2) for name in ("a", "b", "c")]
+    assert main(["report", *map(str, runs), "--out", str(tmp_path / "compare.html")]) == 0
+    page = (tmp_path / "compare.html").read_text()
+    chart = next(c for c in re.findall(r"<svg.*?</svg>", page, re.S) if "Step time by part" in c)
+    height = float(re.search(r'height="(\d+)"', chart).group(1))
+    looks = re.findall(r'<polyline class="series" fill="none" (stroke="[^"]+" stroke-width="[^"]+"(?: stroke-dasharray="[^"]+")?)',
+                       chart)
+    keys = re.findall(r'<line class="key" [^>]*?y1="([\d.]+)"[^>]*?(stroke="[^"]+" stroke-width="[^"]+"(?: stroke-dasharray="[^"]+")?)'
+                      r'/><text [^>]*>([^<]+)</text>', chart)
+    assert len(looks) == len(set(looks)) == 3 * len(PARTS)
+    assert [look for _, look, _ in keys] == looks  # each legend entry drawn as its line is
+    assert {name for _, _, name in keys} == {f"{run} · {part}_s" for run in "abc" for part in PARTS}
+    assert all(float(y) < height - 40 for y, _, _ in keys)  # above the axis's labels, inside the chart
