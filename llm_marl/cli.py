@@ -40,7 +40,8 @@ def check_output_file(path: str | Path, flag: str) -> Path:
 def write_output_file(path: Path, text: str, flag: str) -> None:
     """Write a command's result to `path` (checked by `check_output_file`); a failure is a UserError."""
     try:
-        path.write_text(text)
+        # UTF-8 whatever the locale (a report page says it is); a lone surrogate, which UTF-8 cannot hold, as "?".
+        path.write_text(text, encoding="utf-8", errors="replace")
     except OSError as exc:
         raise UserError(f"cannot write {flag} {path} ({exc.strerror or exc})") from None
 

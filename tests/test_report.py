@@ -94,7 +94,7 @@ def test_an_out_that_cannot_be_written_is_one_line_before_the_page_is_built(runs
 def test_an_out_whose_write_fails_is_one_line(runs, tmp_path, capsys, monkeypatch):
     from pathlib import Path
 
-    def fail(self, text):
+    def fail(self, text, **kwargs):
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(Path, "write_text", fail)
@@ -148,3 +148,19 @@ def test_every_line_of_a_crowded_comparison_chart_has_its_own_look_and_legend_en
     assert [look for _, look, _ in keys] == looks  # each legend entry drawn as its line is
     assert {name for _, _, name in keys} == {f"{run} · {part}_s" for run in "abc" for part in PARTS}
     assert all(float(y) < height - 40 for y, _, _ in keys)  # above the axis's labels, inside the chart
+
+
+def test_the_page_is_utf_8_in_any_locale_and_with_any_reply(tmp_path):
+    """The page says it is UTF-8 but was written in the locale's encoding: in a locale that is not UTF-8 (here ASCII, with
+    Python's UTF-8 mode off) writing it raised UnicodeEncodeError at its first '·', and so did a reply holding a lone
+    surrogate (a `\\ud800` in a trajectories file) in any locale."""
+    import os
+    import sys
+
+    run = _hand_run(tmp_path, replies=("ünï 😀 – done", "half a pair: \ud800"))
+    env = {**os.environ, "LC_ALL": "C", "LANG": "C", "PYTHONCOERCECLOCALE": "0", "PYTHONUTF8": "0"}
+    proc = subprocess.run([sys.executable, "-m", "llm_marl.cli", "report", str(run)], capture_output=True, text=True, env=env,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    page = (run / "report.html").read_text(encoding="utf-8")
+    assert "<pre>ünï 😀 – done</pre>" in page and "<pre>half a pair: ?</pre>" in page
