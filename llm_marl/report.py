@@ -158,9 +158,11 @@ def sample_rows(name: str, run_dir: Path, k: int = SAMPLES) -> str:
     records = []
     for line in files[-1].read_text(errors="replace").splitlines():
         try:
-            records.append(json.loads(line))
+            record = json.loads(line)
         except ValueError:
             continue
+        if isinstance(record, dict):  # a damaged line that is still JSON is no reply either
+            records.append(record)
     # The largest |advantage| first: the replies that moved the policy most.
     records.sort(key=lambda r: -abs(float(r.get("advantage") or 0.0)))
     rows = "".join(
@@ -184,7 +186,7 @@ def render(run_dirs: list[Path]) -> str:
     evals = "".join(eval_table(n, d) for n, d in zip(names, run_dirs))
     samples = "".join(sample_rows(n, d) for n, d in zip(names, run_dirs))
     configs = "".join(f"<details><summary>{html.escape(n)}: config.json</summary><pre>"
-                      f"{html.escape((d / 'config.json').read_text() if (d / 'config.json').is_file() else '(none)')}</pre></details>"
+                      f"{html.escape((d / 'config.json').read_text(errors='replace') if (d / 'config.json').is_file() else '(none)')}</pre></details>"
                       for n, d in zip(names, run_dirs))
     title = "llm-marl report: " + ", ".join(names)
     return f"""<!DOCTYPE html>

@@ -164,3 +164,16 @@ def test_the_page_is_utf_8_in_any_locale_and_with_any_reply(tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     page = (run / "report.html").read_text(encoding="utf-8")
     assert "<pre>ünï 😀 – done</pre>" in page and "<pre>half a pair: ?</pre>" in page
+
+
+def test_damaged_files_in_a_run_directory_leave_the_page_whole(tmp_path):
+    """A trajectories line that was JSON but no object (`[1, 2]`) raised AttributeError, and a config.json with bytes
+    that are not UTF-8 raised UnicodeDecodeError: a traceback instead of the page."""
+    run = _hand_run(tmp_path, replies=("kept",))
+    with open(run / "trajectories" / "step_000001.jsonl", "a") as f:
+        f.write("[1, 2]\n7\n")
+    (run / "config.json").write_bytes(b'\xff{"run": {"env": "plan_path"}}')
+    assert main(["report", str(run)]) == 0
+    page = (run / "report.html").read_text()
+    assert "1 sampled replies of step_000001.jsonl" in page and "<pre>kept</pre>" in page
+    assert '\ufffd{&quot;run&quot;: {&quot;env&quot;: &quot;plan_path&quot;}}' in page
