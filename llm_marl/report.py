@@ -128,16 +128,23 @@ def _read_json(path: Path) -> Any:
 
 
 def eval_table(name: str, run_dir: Path) -> str:
-    before, after = _read_json(run_dir / "eval_before.json"), _read_json(run_dir / "eval_after.json")
-    if before is None and after is None:
+    paths = [run_dir / "eval_before.json", run_dir / "eval_after.json"]
+    if not any(path.exists() for path in paths):
         return f"<p class='noeval'>{html.escape(name)}: no held-out evaluation (train with --eval-episodes N).</p>"
+    before, after = map(_read_json, paths)
+    # A file that is there but unreadable is said, not shown as an evaluation the run never had.
+    damaged = "".join(f"<p class='noeval'>{html.escape(name)}: {path.name} is damaged (not a JSON object); not shown.</p>"
+                      for path, e in zip(paths, (before, after)) if path.exists() and not isinstance(e, dict))
     cols = [(label, e) for label, e in (("before", before), ("after", after)) if isinstance(e, dict)]
+    if not cols:
+        return damaged
     roles = sorted({r for _, e in cols for r in (e.get("mean_reward") or {})})
     rows = [("success rate", [e.get("success_rate") for _, e in cols]), ("episodes", [e.get("episodes") for _, e in cols])]
     rows += [(f"mean reward · {r}", [(e.get("mean_reward") or {}).get(r) for _, e in cols]) for r in roles]
     head = "".join(f"<th>{label}</th>" for label, _ in cols)
     body = "".join(f"<tr><td>{html.escape(k)}</td>" + "".join(f"<td>{_fmt(v)}</td>" for v in vals) + "</tr>" for k, vals in rows)
-    return f"<table class='eval'><caption>{html.escape(name)}: held-out test split, greedy</caption><tr><th></th>{head}</tr>{body}</table>"
+    return damaged + (f"<table class='eval'><caption>{html.escape(name)}: held-out test split, greedy</caption><tr><th></th>{head}</tr>"
+                      f"{body}</table>")
 
 
 def _fmt(value: Any) -> str:

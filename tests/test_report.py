@@ -177,3 +177,20 @@ def test_damaged_files_in_a_run_directory_leave_the_page_whole(tmp_path):
     page = (run / "report.html").read_text()
     assert "1 sampled replies of step_000001.jsonl" in page and "<pre>kept</pre>" in page
     assert '\ufffd{&quot;run&quot;: {&quot;env&quot;: &quot;plan_path&quot;}}' in page
+
+
+@pytest.mark.parametrize("damaged", [("eval_after.json",), ("eval_before.json", "eval_after.json")])
+def test_a_damaged_evaluation_file_is_said_not_taken_for_none(tmp_path, damaged):
+    """A damaged eval_after.json was left out silently (the page showed the evaluation before training only, as for a
+    run stopped before its end), and with both damaged the page said the run had no evaluation: train with
+    --eval-episodes N."""
+    import json
+
+    run = _hand_run(tmp_path)
+    for name in ("eval_before.json", "eval_after.json"):
+        (run / name).write_text('{"episodes": 2, "succ' if name in damaged else
+                                json.dumps({"episodes": 2, "success_rate": 0.5, "mean_reward": {"planner": 0.25}}))
+    assert main(["report", str(run)]) == 0
+    page = (run / "report.html").read_text()
+    assert all(f"hand: {name} is damaged (not a JSON object); not shown." in page for name in damaged)
+    assert "--eval-episodes" not in page and ("<th>before</th>" in page) == (len(damaged) == 1)
