@@ -10,7 +10,8 @@
   A resumed run purges the steps it redoes.
 - `wandb` and `trackio` log the same metrics and the config to the project `llm-marl`; they are
   optional extras (`pip install 'llm-marl[wandb]'`, `'llm-marl[trackio]'`). A wandb run that cannot
-  start (no login, no server) is a `TrackerError` naming the fixes.
+  start (no login, no server) is a `TrackerError` naming the fixes. Its id, the run's name and a
+  random suffix, is kept in the run directory (`wandb/llm-marl-run-id`) for `--resume`.
 - `none` logs nothing but `metrics.jsonl`.
 """
 
@@ -19,6 +20,7 @@ from __future__ import annotations
 import importlib
 import json
 import math
+import secrets
 from pathlib import Path
 from typing import Any
 
@@ -130,7 +132,19 @@ class TrackioTracker:
 
 
 def _run_id(run_dir: Path) -> str:
-    return "".join(c if c.isalnum() or c in "-_" else "-" for c in run_dir.name)[:128]
+    """The wandb id of this run directory: its name and a random suffix, kept in `wandb/llm-marl-run-id` so that a
+    --resume goes on with the same wandb run. An id made of the name alone (resume="allow") made a new run of the
+    same name (under another --out-dir, or made again after the first was deleted) resume the old wandb run, which
+    drops steps at or below the ones it already has."""
+    path = run_dir / "wandb" / "llm-marl-run-id"
+    if path.is_file() and path.read_text().strip():
+        return path.read_text().strip()
+    name = "".join(c if c.isalnum() or c in "-_" else "-" for c in run_dir.name)[:119]
+    # A run that logged steps before ids were kept (a --resume of it) goes on with the id it had: its name.
+    run_id = name if (run_dir / "metrics.jsonl").exists() else f"{name}-{secrets.token_hex(4)}"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(run_id + "\n")
+    return run_id
 
 
 TRACKERS = {"tensorboard": TensorBoardTracker, "wandb": WandbTracker, "trackio": TrackioTracker}

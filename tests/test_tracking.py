@@ -3,6 +3,7 @@ numbers, and the run's config as hyperparameters; a tracker that is not installe
 
 from __future__ import annotations
 
+import importlib.machinery
 import importlib.util
 import json
 import sys
@@ -61,6 +62,9 @@ class _FakeWandb:
 
     def __init__(self, fails: Exception | None = None):
         self.fails, self.logged, self.finished, self.init_kwargs = fails, [], False, {}
+        # Asked for by accelerate when it is first imported (find_spec raises on a module without one); it then finds
+        # no installed wandb, as here.
+        self.__spec__ = importlib.machinery.ModuleSpec("wandb", None)
 
     def init(self, **kwargs):
         if self.fails is not None:
@@ -87,6 +91,20 @@ def test_wandb_logs_what_metrics_jsonl_holds(tmp_path, capsys, monkeypatch):
     assert fake.logged == [(m["step"], numeric(m)) for m in metrics] and fake.finished
     assert fake.init_kwargs["project"] == "llm-marl" and fake.init_kwargs["name"] == "wb"
     assert fake.init_kwargs["config"] == json.loads((tmp_path / "wb" / "config.json").read_text())
+
+
+def test_a_new_run_of_the_same_name_is_another_wandb_run_and_a_resume_the_same(tmp_path, capsys, monkeypatch):
+    """The wandb id was the run's name, so a second run of that name (another --out-dir, or a run made again after the
+    first was deleted) resumed the first one's wandb run (resume="allow"), which drops the steps it already has."""
+    ids = []
+    for root, extra in (("a", ["--steps", "1"]), ("b", ["--steps", "1"]), ("a", ["--resume", str(tmp_path / "a" / "wb"), "--steps", "2"])):
+        fake = _FakeWandb()
+        monkeypatch.setitem(sys.modules, "wandb", fake)
+        run = ["--out-dir", str(tmp_path / root), "--run-name", "wb"] if "--resume" not in extra else []
+        assert main(["train", *ARGS, "--report-to", "wandb", *run, *extra]) == 0
+        ids.append(fake.init_kwargs["id"])
+    first, other, resumed = ids
+    assert first != other and resumed == first and first.startswith("wb-")
 
 
 def test_wandb_that_cannot_start_its_run_is_one_line(tmp_path, capsys, monkeypatch):
