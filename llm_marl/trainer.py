@@ -450,6 +450,7 @@ def _train(config: TrainConfig, resume: str | None, log: Any, engine_factory: An
         return metrics, out
 
     current = start  # the step in progress, for the messages of a run that stops
+    stage = ""  # or, once the steps are done, what the run does after them
     tracker = None
     hold.enter_context(sigterm_interrupts())
     try:
@@ -515,8 +516,10 @@ def _train(config: TrainConfig, resume: str | None, log: Any, engine_factory: An
                                          warm_started=bool(config.model.init_adapters), previous=previous):
                 say(f"step {step}: {message}")
             previous = metrics
+        stage = "saving the final adapters"
         policy.save(run.path / "adapters")
         if run_cfg.eval_episodes:
+            stage = "the held-out evaluation after training"
             # Compared with the evaluation before training: the tasks and reply length of that one, which a resume
             # with other --env-arg or --max-new-tokens does not change.
             before, now = settings_before(run.path), json.loads(json.dumps(eval_settings(config), default=str))
@@ -541,9 +544,9 @@ def _train(config: TrainConfig, resume: str | None, log: Any, engine_factory: An
             shutil.rmtree(run.path, ignore_errors=True)  # a start that failed leaves nothing behind
         if isinstance(exc, KeyboardInterrupt):
             what, code = stopped_by(exc)
-            raise TrainingInterrupted(interrupted_message(run, current, resume, what), code) from None
+            raise TrainingInterrupted(interrupted_message(run, current, resume, what, stage), code) from None
         if isinstance(exc, (ClusterError, RunDirError)):
-            failed = interrupted_message(run, current, resume).replace('interrupted during', 'failed in')
+            failed = interrupted_message(run, current, resume, stage=stage).replace('interrupted during', 'failed in')
             raise type(exc)(f"{exc}; {failed}") from None
         raise
     finally:
@@ -577,12 +580,14 @@ class TrainingInterrupted(KeyboardInterrupt):
         self.exit_code = exit_code
 
 
-def interrupted_message(run: RunDir, step: int, resume: str | None, what: str = "interrupted") -> str:
+def interrupted_message(run: RunDir, step: int, resume: str | None, what: str = "interrupted", stage: str = "") -> str:
+    """`stage`: what the run was doing after its last step, which then is no step in progress."""
     latest = run.latest_checkpoint()
     where = f"the last checkpoint is {latest[1]} (step {latest[0]})" if latest else "no checkpoint was written yet"
+    during = f"during {stage or f'step {step}'}"
     if not latest and not resume and not run.metrics():
-        return f"{what} during step {step}; nothing was trained yet, so {run.path} was removed"
-    return f"{what} during step {step}; {where}; continue with: llm-marl train --resume {shlex.quote(str(run.path))}"
+        return f"{what} {during}; nothing was trained yet, so {run.path} was removed"
+    return f"{what} {during}; {where}; continue with: llm-marl train --resume {shlex.quote(str(run.path))}"
 
 
 def eval_settings(config: TrainConfig) -> dict[str, Any]:

@@ -113,6 +113,29 @@ def test_a_stopped_run_names_the_step_in_progress(tmp_path):
     assert stopped.value.exit_code == 130
 
 
+def test_a_run_stopped_after_its_last_step_says_where_it_was(tmp_path):
+    """Stopped in the held-out evaluation after training, the message said "during step 2", the last step, which had
+    ended and been checkpointed (and a resume stopped there said "during step 3" of 2)."""
+    from llm_marl.config import ModelConfig, RunConfig
+    from llm_marl.trainer import TrainConfig, TrainingInterrupted, train
+
+    latest = tmp_path / "r" / "checkpoints" / "LATEST"
+
+    def reply(request, k):
+        if latest.exists() and latest.read_text().strip() == "step_000002":
+            raise KeyboardInterrupt  # in the evaluation after the last step
+        return "#### [U]"
+
+    config = TrainConfig(model=ModelConfig(model="tiny-random", lora_r=4, lora_alpha=8),
+                         run=RunConfig(env="plan_path", env_args=QUICK, steps=2, eval_episodes=1, out_dir=str(tmp_path),
+                                       run_name="r", progress=False))
+    with pytest.raises(TrainingInterrupted) as stopped:
+        train(config, log=lambda *_: None, engine_factory=lambda policy: ScriptedEngine(reply))
+    assert str(stopped.value) == (f"interrupted during the held-out evaluation after training; the last checkpoint is "
+                                  f"{tmp_path / 'r' / 'checkpoints' / 'step_000002'} (step 2); continue with: llm-marl train "
+                                  f"--resume {tmp_path / 'r'}")
+
+
 def test_a_run_stopped_before_its_first_step_ended_is_removed_as_it_says(tmp_path):
     """The message said the run directory was removed, but Ctrl-C and SIGTERM skipped the removal a failed start gets."""
     from llm_marl.config import ModelConfig, RunConfig
