@@ -25,6 +25,8 @@ COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e3
 DASHES = ("", "8 4", "2 3")
 """Line patterns: the series after the first len(COLORS) repeat the colours, dashed (a comparison has many lines)."""
 LEGEND_ROW = 14
+MARKERS = 100
+"""A line of more points has no marker on each: they would overlap, and make the page of a long run tens of MB."""
 CHARTS = (
     # (title, y label, metric key prefix; "*" is a role or an adapter, the series name)
     ("Mean step reward per role", "reward", "reward/reward/*"),
@@ -112,7 +114,8 @@ def svg_chart(title: str, ylabel: str, lines: dict[str, list[tuple[float, float]
         line = sorted(line)
         coords = " ".join(f"{sx(x):.1f},{sy(y):.1f}" for x, y in line)
         parts.append(f'<polyline class="series" fill="none" {style} points="{coords}"/>')
-        parts.extend(f'<circle cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="3.5" fill="{color}"/>' for x, y in line)
+        if len(line) <= MARKERS:
+            parts.extend(f'<circle cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="3.5" fill="{color}"/>' for x, y in line)
         row = top + 11 + LEGEND_ROW * i
         parts.append(f'<line class="key" x1="{left + 6}" x2="{left + 24}" y1="{row}" y2="{row}" {style}/>'
                      f'<text x="{left + 28}" y="{row + 4}" font-size="11">{html.escape(label)}</text>')

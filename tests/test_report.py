@@ -194,3 +194,17 @@ def test_a_damaged_evaluation_file_is_said_not_taken_for_none(tmp_path, damaged)
     page = (run / "report.html").read_text()
     assert all(f"hand: {name} is damaged (not a JSON object); not shown." in page for name in damaged)
     assert "--eval-episodes" not in page and ("<th>before</th>" in page) == (len(damaged) == 1)
+
+
+def test_the_page_of_a_long_run_draws_its_lines_without_a_marker_per_step(tmp_path):
+    """Every point of every line had a marker: 5000 steps made a 4 MB page (50000 steps: 39 MB) of markers that
+    overlapped into a thick line anyway."""
+    run = _hand_run(tmp_path, steps=150, roles=("planner", "tool"))
+    assert main(["report", str(run)]) == 0
+    page = (run / "report.html").read_text()
+    reward = next(c for c in re.findall(r"<svg.*?</svg>", page, re.S) if "Mean step reward per role" in c)
+    lines = re.findall(r'<polyline class="series"[^>]*points="([^"]+)"', reward)
+    assert [len(points.split()) for points in lines] == [150, 150] and "<circle" not in page
+    short = _hand_run(tmp_path, name="short", steps=3)
+    assert main(["report", str(short)]) == 0
+    assert (short / "report.html").read_text().count("<circle") > 0  # a short run keeps its markers
