@@ -16,6 +16,7 @@ import argparse
 import html
 import json
 import math
+import os
 from pathlib import Path
 from typing import Any
 
@@ -188,7 +189,7 @@ def render(run_dirs: list[Path]) -> str:
     """The HTML page of one run or a comparison of several."""
     from llm_marl.runs import RunDir
 
-    names = [d.name for d in run_dirs]
+    names = [Path(os.path.abspath(d)).name for d in run_dirs]  # "." or ".." named by the folder they are
     if len(set(names)) < len(names):
         names = [str(d) for d in run_dirs]
     histories = {n: RunDir(d).metrics() for n, d in zip(names, run_dirs)}

@@ -208,3 +208,17 @@ def test_the_page_of_a_long_run_draws_its_lines_without_a_marker_per_step(tmp_pa
     short = _hand_run(tmp_path, name="short", steps=3)
     assert main(["report", str(short)]) == 0
     assert (short / "report.html").read_text().count("<circle") > 0  # a short run keeps its markers
+
+
+def test_a_run_given_as_dot_is_named_by_its_folder(tmp_path, monkeypatch):
+    """`llm-marl report .` inside a run directory named the run "" everywhere ("llm-marl report: ", "1 run(s):  (1
+    steps)"), and `..` named it ".."; compared with another run, its lines were those without a run's name."""
+    run = _hand_run(tmp_path)
+    other = _hand_run(tmp_path, name="other")
+    monkeypatch.chdir(run / "trajectories")
+    assert main(["report", "..", str(other), "--out", str(tmp_path / "compare.html")]) == 0
+    monkeypatch.chdir(run)
+    assert main(["report", "."]) == 0
+    assert "<h1>llm-marl report: hand</h1>" in (run / "report.html").read_text()
+    page = (tmp_path / "compare.html").read_text()
+    assert "<h1>llm-marl report: hand, other</h1>" in page and ">hand · planner<" in page
