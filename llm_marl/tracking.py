@@ -81,7 +81,9 @@ class TensorBoardTracker:
         from torch.utils.tensorboard import SummaryWriter
         from torch.utils.tensorboard.summary import hparams
 
-        self.writer = SummaryWriter(log_dir=str(run_dir), purge_step=first_step if first_step > 1 else None)
+        # Purged from the first step this process logs, also 1: a resume without a checkpoint starts over, and the steps
+        # the run logged before it (set aside in superseded/) would otherwise be drawn twice.
+        self.writer = SummaryWriter(log_dir=str(run_dir), purge_step=first_step)
         hp = flat_config(config)
         for summary in hparams(hp, {}):  # experiment, session start, session end: the HPARAMS tab
             self.writer.file_writer.add_summary(summary)

@@ -42,6 +42,23 @@ def test_tensorboard_event_files_match_metrics_jsonl(tmp_path, capsys):
     assert json.loads(text.strip("`\n")) == config
 
 
+def test_a_resume_that_starts_over_purges_the_steps_it_redoes(tmp_path):
+    """A run stopped before its first checkpoint resumes from step 1: its metrics.jsonl starts over, but TensorBoard
+    kept the steps logged before (purge_step was only set for a resume after step 1), so it drew steps 1-5 twice."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from llm_marl.tracking import open_tracker
+
+    for steps in (5, 2):  # the run, then its resume from step 1
+        tracker = open_tracker("tensorboard", tmp_path, {"run": {"steps": 5}}, first_step=1)
+        for step in range(1, steps + 1):
+            tracker.log(step, {"reward/success_rate": step / 10})
+        tracker.close()
+    events = EventAccumulator(str(tmp_path))
+    events.Reload()
+    assert [(e.step, round(e.value, 3)) for e in events.Scalars("reward/success_rate")] == [(1, 0.1), (2, 0.2)]
+
+
 def test_report_to_none_writes_no_event_file(tmp_path, capsys):
     assert main(["train", *ARGS, "--steps", "1", "--report-to", "none", "--out-dir", str(tmp_path), "--run-name", "quiet"]) == 0
     assert (tmp_path / "quiet" / "metrics.jsonl").is_file() and not list((tmp_path / "quiet").glob("events.out.tfevents.*"))
