@@ -155,8 +155,13 @@ def _fmt(value: Any) -> str:
     return f"{value:.3g}" if isinstance(value, float) else html.escape(str(value)) if value is not None else "–"
 
 
+_CONTROLS = {c: 0x2400 + c for c in range(32) if chr(c) not in "\t\n\r"} | {0x7F: 0x2421}
+"""Control characters as their Unicode pictures (ESC as ␛): a browser drops NUL and draws the others as one same box."""
+
+
 def _reply(text: str) -> str:
     """The reply, escaped; cut at REPLY_CHARS saying so (the answer that earned the reward is often at its end)."""
+    text = text.translate(_CONTROLS)
     if len(text) <= REPLY_CHARS:
         return html.escape(text)
     return html.escape(text[:REPLY_CHARS]) + f"<i>… ({len(text) - REPLY_CHARS} more characters)</i>"

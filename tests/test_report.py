@@ -222,3 +222,11 @@ def test_a_run_given_as_dot_is_named_by_its_folder(tmp_path, monkeypatch):
     assert "<h1>llm-marl report: hand</h1>" in (run / "report.html").read_text()
     page = (tmp_path / "compare.html").read_text()
     assert "<h1>llm-marl report: hand, other</h1>" in page and ">hand · planner<" in page
+
+
+def test_control_characters_of_a_reply_are_shown(tmp_path):
+    """A reply's control characters went into the page as they were: the browser dropped NUL and drew \\x01, \\x1b and
+    \\x7f as one same box, so a reply of them read as empty or unreadable."""
+    run = _hand_run(tmp_path, replies=("a\x00b\x01c\x1b[31md\x7fe\x0cf\tg\nh",))
+    assert main(["report", str(run)]) == 0
+    assert "<pre>a␀b␁c␛[31md␡e␌f\tg\nh</pre>" in (run / "report.html").read_text()
