@@ -102,7 +102,7 @@ def add_api_arguments(p: argparse.ArgumentParser, what: str) -> None:
     """The OpenAI-compatible endpoint's flags, shared by `play --agent api` and `eval --engine api`."""
     p.add_argument("--base-url", default=None, help=f"with {what}: the OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1")
     p.add_argument("--api-key", default=None, help=f"with {what}: the endpoint's key (default: $OPENAI_API_KEY; local servers need none)")
-    p.add_argument("--api-timeout", type=float, default=60.0, help=f"with {what}: seconds to wait for each answer")
+    p.add_argument("--api-timeout", type=float, default=60.0, help=f"with {what}: seconds to wait to connect and for each part of an answer")
     p.add_argument("--api-retries", type=int, default=2, help=f"with {what}: retries of a failed or timed-out request")
 
 
