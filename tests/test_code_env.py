@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from agents import run_episode
 from agents.oracle import make_oracle
-from llm_marl_envs import code_v1
+from llm_marl_envs import code_v2
 from llm_marl_envs.code import bank
 from llm_marl_envs.code.env import CodeInstance, instance_for, mutation_analysis
 from llm_marl_envs.code.mutation import generate_mutants
@@ -54,7 +54,7 @@ def sandbox():
 
 
 def fresh(sandbox, mode="mas", problem=THRESHOLD, **kw):
-    env = code_v1.raw_env(mode=mode, problems=[problem], sandbox=sandbox, time_limit_s=0.5, **kw)
+    env = code_v2.raw_env(mode=mode, problems=[problem], sandbox=sandbox, time_limit_s=0.5, **kw)
     env.reset(seed=0, options={"instance": CodeInstance(problem, 0)})
     return env
 
@@ -202,7 +202,7 @@ def test_a_corrected_test_replaces_the_old_one(sandbox):
 
 def test_bank_problem_weak_and_strong_tests():
     problem = bank.BY_ID["sort_numbers"]
-    env = code_v1.raw_env(problems=[problem])
+    env = code_v2.raw_env(problems=[problem])
     env.reset(options={"instance": instance_for(problem)})
     analysis = env.analysis()
     weak = TestCase("1\n5\n", "5\n")
@@ -282,11 +282,11 @@ def test_coder_mode_is_one_turn(sandbox):
 )
 def test_bad_config_names_the_fix(kwargs, fix):
     with pytest.raises(ValueError, match=fix):
-        code_v1.raw_env(**kwargs)
+        code_v2.raw_env(**kwargs)
 
 
 def test_missing_split_names_the_fix(sandbox):
-    env = code_v1.raw_env(problems=[THRESHOLD], sandbox=sandbox)
+    env = code_v2.raw_env(problems=[THRESHOLD], sandbox=sandbox)
     with pytest.raises(ValueError, match="dataset_split"):
         env.reset(seed=0, options={"split": "train"})
 
@@ -489,7 +489,7 @@ def test_hash_split_spreads_a_dataset():
 
 @pytest.mark.parametrize("path,tester_mask", [("code_apps.jsonl", 1.0), ("code_livecodebench.jsonl", 0.0)])
 def test_env_runs_on_a_dataset(sandbox, path, tester_mask):
-    env = code_v1.raw_env(problems=str(FIXTURES / path), sandbox=sandbox)
+    env = code_v2.raw_env(problems=str(FIXTURES / path), sandbox=sandbox)
     env.reset(seed=1, options={"split": "test"})
     problem = env.problem
     solution = problem.reference or {"abc900_a": "print(input() * 2)", "abc900_b": "input()\nprint(sum(map(int, input().split())))"}[problem.id]
@@ -500,12 +500,30 @@ def test_env_runs_on_a_dataset(sandbox, path, tester_mask):
     assert env.success
 
 
+def test_a_correct_program_passes_a_test_whose_output_is_longer_than_the_sandbox_cap(sandbox, tmp_path):
+    """CodeContests' generated tests often expect outputs of hundreds of KB; with the sandbox's cap (20,000
+    bytes here, 64 KiB by default) a correct program was killed with output_limit and failed them."""
+    solution = "n = int(input())\nprint('\\n'.join(map(str, range(n))))\n"
+    tests = {str(n) + "\n": "\n".join(map(str, range(n))) + "\n" for n in (3, 5, 9000)}  # the last: 43,890 bytes
+    row = {"name": "count", "description": "Print 0, 1, ..., n-1, one per line.",
+           "public_tests": {"input": ["3\n"], "output": [tests["3\n"]]},
+           "private_tests": {"input": list(tests), "output": list(tests.values())},
+           "solutions": {"language": [3], "solution": [solution]}}
+    (tmp_path / "cc.jsonl").write_text(json.dumps(row) + "\n")
+    env = code_v2.raw_env(problems=str(tmp_path / "cc.jsonl"), sandbox=sandbox, mode="coder")
+    env.reset(seed=0, options={"split": "test"})
+    env.step(f"```python\n{solution}```")
+    assert env.infos["coder"]["golden_passed"] == 3 and env.infos["coder"]["team_reward"] == 1.0 and env.success
+    env.reset(seed=0, options={"split": "test"})
+    env.step("```python\nwhile True:\n    print(0)\n```")  # still stopped: twice the longest output
+    assert env.infos["coder"]["golden_passed"] == 0
+
 # ---------------------------------------------------------------------------------------------
 # the oracle
 
 
 def test_oracle_solves_every_test_split_problem_in_one_turn():
-    env = code_v1.env()
+    env = code_v2.env()
     oracle = make_oracle("code")
     problems = [p for p in bank.PROBLEMS if p.split == "test"]
     assert len(problems) >= 15
@@ -519,5 +537,5 @@ def test_oracle_solves_every_test_split_problem_in_one_turn():
 
 
 def test_oracle_earns_the_coder_maximum():
-    result = run_episode(code_v1.env(mode="coder"), make_oracle("code"), seed=0, split="test")
+    result = run_episode(code_v2.env(mode="coder"), make_oracle("code"), seed=0, split="test")
     assert result.success and result.returns["coder"] == pytest.approx(1.0)

@@ -2,7 +2,7 @@
 
 | | |
 |---|---|
-| Creation | `llm_marl_envs.code_v1.env()` / `pettingzoo.make("aec", "llm_marl/Code-v1")` |
+| Creation | `llm_marl_envs.code_v2.env()` / `pettingzoo.make("aec", "llm_marl/Code-v2")` |
 | Agents | `coder`, `tester` (mode "mas"); `coder` alone for one turn (mode "coder", the paper's single-agent baseline) |
 | Turn order | coder, tester, coder, tester, ... for up to `max_turns` turns |
 | Observation | `{"messages": [chat in OpenAI format], "turn": int}`: the problem, and from turn 1 on the mismatch history |
@@ -64,7 +64,8 @@ Rewards (A.1.2), per agent at turn k: r = λ·r_team + (1-λ)·m·r_loc, r_loc =
 | valid | tester | this turn's test is executable, deterministic and consistent with the reference | 0.20 |
 | cov | tester | min(1, MutScore_k / τ_mut), τ_mut = 0.6 | 0.80 |
 
-G_{k-1} = the golden tests code_{k-1} passed. MutScore_k = the fraction of the reference
+G_{k-1} = the golden tests code_{k-1} passed. A program may print twice the longest expected output
+of the golden tests, or the sandbox's output cap when that is more. MutScore_k = the fraction of the reference
 solution's non-equivalent mutants (`code.mutation`) that the valid tests of the tester's suite
 kill (a mutant is killed when it crashes, prints another output, or runs over 10x the reference's
 CPU time on that input, clamped to [0.02, 1] s). Masks: the coder's is 1 when its reply holds a
@@ -101,6 +102,9 @@ turn. `success` (in `infos` at the end) = the last program passes ALL golden hid
 `mutants_killed`, `mutants_total`, `suite_passed` (tester).
 
 Version history:
+- v2: a program may print twice the longest expected output of its golden tests (v1 kept the sandbox's
+  64 KiB cap: a correct program on a dataset test with a longer expected output, common in CodeContests'
+  generated tests, was killed with output_limit and failed it).
 - v1: the coder's code block is read with CRLF line endings (a ```` ```python\\r\\n ```` fence was not
   found: no code, reward 0) and without the indentation of a block indented as a whole, e.g. in a
   markdown list item (v0 ran it as written: an IndentationError, build = run = 0).
@@ -256,7 +260,7 @@ class TestCheck:
 
 
 class raw_env(TextAECEnv):
-    metadata = {"render_modes": ["human", "ansi"], "name": "code_v1", "is_parallelizable": False}
+    metadata = {"render_modes": ["human", "ansi"], "name": "code_v2", "is_parallelizable": False}
     instance_namespace = "code"
 
     def __init__(self, mode: Literal["mas", "coder"] = "mas", max_turns: int | None = None,
@@ -348,6 +352,8 @@ class raw_env(TextAECEnv):
     def golden(self) -> tuple[TestCase, ...]:
         if self._golden is None:
             self._golden = golden_tests(self.instance, self.hidden_tests, self.sandbox, self.time_limit_s)
+            # Programs get room to print the longest expected output (datasets ship outputs of megabytes).
+            self._longest_output = max((len(t.output.encode("utf-8", "surrogatepass")) for t in self._golden), default=0)
         return self._golden
 
     def analysis(self) -> MutationAnalysis | None:
@@ -376,7 +382,8 @@ class raw_env(TextAECEnv):
         return self._play_coder(reply) if agent == "coder" else self._play_tester(reply)
 
     def _limits(self):
-        return program_limits(self.sandbox, self.time_limit_s)
+        self.golden()  # sets _longest_output
+        return program_limits(self.sandbox, self.time_limit_s, self._longest_output)
 
     def _reference_limits(self):
         return program_limits(self.sandbox, max(self.time_limit_s, 2.0))

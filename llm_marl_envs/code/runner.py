@@ -42,15 +42,18 @@ def passes(result: ExecResult, expected: str) -> bool:
     return result.ok and outputs_match(result.stdout, expected)
 
 
-def program_limits(sandbox: Sandbox, time_limit_s: float) -> SandboxLimits:
+def program_limits(sandbox: Sandbox, time_limit_s: float, expected_bytes: int = 0) -> SandboxLimits:
     """The sandbox's limits with a per-test time limit (never looser than the sandbox's own).
 
     The limit is on CPU time (the sandbox rounds it up to whole seconds); the wall clock gets
     2 * time_limit_s + 1 s, so a busy machine does not fail a correct program while a sleeping
-    one is still stopped.
+    one is still stopped. The output cap is the sandbox's, or twice `expected_bytes` (the longest
+    expected output the program is judged on) when that is more: a dataset's expected output can
+    be longer than the sandbox's cap, and a correct program must not be killed for printing it.
     """
     base = sandbox.limits
-    return replace(base, wall_time_s=min(base.wall_time_s, 2 * time_limit_s + 1.0), cpu_time_s=min(base.cpu_time_s, time_limit_s))
+    return replace(base, wall_time_s=min(base.wall_time_s, 2 * time_limit_s + 1.0), cpu_time_s=min(base.cpu_time_s, time_limit_s),
+                   output_bytes=max(base.output_bytes, 2 * expected_bytes))
 
 
 class RunCache:
