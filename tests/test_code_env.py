@@ -500,6 +500,21 @@ def test_env_runs_on_a_dataset(sandbox, path, tester_mask):
     assert env.success
 
 
+def test_an_apps_reference_is_its_first_solution_that_python3_compiles(sandbox, tmp_path):
+    """APPS lists Python 2 solutions too; taking the first one as the reference made every tester test
+    'invalid' (the reference fails on the input) and the tester's mask 0."""
+    py2, py3 = "n = int(input())\nprint n * 2\n", "n = int(input())\nprint(n * 2)\n"
+    row = {"problem_id": 7, "question": "Print 2n.", "solutions": json.dumps([py2, py3]),
+           "input_output": json.dumps({"inputs": ["3\n", "5\n", "11\n"], "outputs": ["6\n", "10\n", "22\n"]})}
+    (tmp_path / "apps.jsonl").write_text(json.dumps(row) + "\n")
+    (problem,) = load_problems(tmp_path / "apps.jsonl")
+    assert problem.reference == py3
+    env = code_v2.raw_env(problems=[problem], sandbox=sandbox)
+    env.reset(seed=0, options={"split": "test"})
+    env.step(f"```python\n{py3}```")
+    env.step(format_test(TestCase("4\n", "8\n")))
+    assert env.infos["tester"]["test_valid"] and env.infos["tester"]["mask"] == 1.0
+
 def test_a_correct_program_passes_a_test_whose_output_is_longer_than_the_sandbox_cap(sandbox, tmp_path):
     """CodeContests' generated tests often expect outputs of hundreds of KB; with the sandbox's cap (20,000
     bytes here, 64 KiB by default) a correct program was killed with output_limit and failed them."""

@@ -13,7 +13,7 @@ a JSON string may also hold the decoded value (a parquet struct or list):
 
 | format | statement | tests | reference |
 |---|---|---|---|
-| APPS | `question` | `input_output` (JSON string: `inputs`, `outputs`; `fn_name` = call-based, skipped) | first of `solutions` (JSON string list) |
+| APPS | `question` | `input_output` (JSON string: `inputs`, `outputs`; `fn_name` = call-based, skipped) | first of `solutions` (JSON string list) that compiles (APPS has Python 2 ones) |
 | CodeContests | `description` | `public_tests`, `private_tests`, `generated_tests` (`{input: [...], output: [...]}`) | first Python 3 entry of `solutions` (`{language: [...], solution: [...]}`, language 3) |
 | LiveCodeBench | `question_content` | `public_test_cases`, `private_test_cases` (JSON strings of `{input, output, testtype}`; `functional` = call-based, skipped) | none |
 
@@ -38,6 +38,7 @@ import numpy as np
 
 from ..core.instances import SPLITS, split_of
 from ..core.rows import read_rows
+from ..core.text import compile_error
 
 Format = Literal["auto", "apps", "codecontests", "livecodebench"]
 FORMATS = ("apps", "codecontests", "livecodebench")
@@ -184,9 +185,11 @@ def problem_from_apps(row: dict[str, Any], split: str = "test") -> Problem | Non
     if not tests:
         return None
     solutions = _json_field(row.get("solutions"), f"APPS row {pid!r}: solutions") or []
+    # APPS lists Python 2 solutions too (`print x`): the reference is the first one Python 3 compiles.
+    reference = next((s for s in solutions if isinstance(s, str) and compile_error(s) is None), None)
     key = f"apps:{pid}"
     return Problem(
-        id=pid, statement=str(row["question"]), reference=solutions[0] if solutions else None,
+        id=pid, statement=str(row["question"]), reference=reference,
         split=_assign_split(key, split), difficulty=row.get("difficulty", "unknown"),
         examples=tests[:1], tests=tests, source="apps", examples_in_statement=True,
     )
