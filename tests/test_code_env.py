@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import json
 import pickle
+import re
 import zlib
 from pathlib import Path
 
@@ -479,6 +480,20 @@ def test_loader_errors_are_clear(tmp_path):
     with pytest.raises(ValueError, match="split"):
         load_problems(FIXTURES / "code_apps.jsonl", split="dev")
 
+
+@pytest.mark.parametrize("row,message", [
+    ({"question_id": "q", "question_content": "x", "public_test_cases": json.dumps([{"output": "1", "testtype": "stdin"}])},
+     "LiveCodeBench 'q': public_test_cases must be a list of objects with 'input' and 'output'"),
+    ({"question_id": "q", "question_content": "x", "private_test_cases": json.dumps(["1 2"])},
+     "LiveCodeBench 'q': private_test_cases must be a list of objects"),
+    ({"name": "q", "description": "x", "public_tests": {"input": ["1\n"], "output": None}},
+     "CodeContests 'q': public_tests must be an object with 'input' and 'output' lists"),
+])
+def test_a_malformed_test_list_names_the_row_and_the_field(tmp_path, row, message):
+    """A test case that is no object, or lacks its input, was a KeyError or AttributeError traceback."""
+    (tmp_path / "bad.jsonl").write_text(json.dumps(row) + "\n")
+    with pytest.raises(DatasetFormatError, match=re.escape(message)):
+        load_problems(tmp_path / "bad.jsonl")
 
 def test_hash_split_spreads_a_dataset():
     problems = load_problems(FIXTURES / "code_apps.jsonl", split="hash")

@@ -205,7 +205,7 @@ CODECONTESTS_PYTHON3 = 3
 def _cc_tests(block: Any, what: str) -> list[TestCase]:
     if not block:
         return []
-    if not isinstance(block, dict) or "input" not in block or "output" not in block:
+    if not isinstance(block, dict) or not all(isinstance(block.get(k), (list, tuple)) for k in ("input", "output")):
         raise DatasetFormatError(f"{what} must be an object with 'input' and 'output' lists")
     if len(block["input"]) != len(block["output"]):
         raise DatasetFormatError(f"{what}: {len(block['input'])} inputs but {len(block['output'])} outputs")
@@ -280,6 +280,14 @@ def decode_pickled_string(blob: bytes) -> str:
 
 def decode_lcb_tests(value: Any, what: str) -> list[dict[str, Any]]:
     """LiveCodeBench `public_test_cases` / `private_test_cases`: plain JSON, or base64+zlib+pickle."""
+    cases = _decode_lcb(value, what)
+    # Each case is read as case["input"], case["output"]: anything else is the file's error, not a KeyError.
+    if not isinstance(cases, list) or not all(isinstance(c, dict) and "input" in c and "output" in c for c in cases):
+        raise DatasetFormatError(f"{what} must be a list of objects with 'input' and 'output'")
+    return cases
+
+
+def _decode_lcb(value: Any, what: str) -> Any:
     if value is None or value == "":
         return []
     if isinstance(value, list):
