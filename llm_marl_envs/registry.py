@@ -3,7 +3,7 @@
 The table is the single source: `llm-marl envs` prints it, the README's table is checked against it
 (tests/test_readme.py), and `register_all()` adds each entry to PettingZoo's registry under the namespace `llm_marl`
 (`pettingzoo.make("aec", "llm_marl/PlanPath-v2")`), and each environment with a `parallel_env` to
-the parallel registry too (`pettingzoo.make("parallel", "llm_marl/Math-v1")`).
+the parallel registry too (`pettingzoo.make("parallel", "llm_marl/Math-v2")`).
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ ENVS: dict[str, EnvEntry] = {
         EnvEntry("code", "code_v2", f"{NAMESPACE}/Code-v2", ("coder", "tester"),
                  "stdin/stdout programming: the coder writes a program, the tester writes test cases", "AT-GRPO A.1.2, A.2.2",
                  variants=(("mas", {}), ("coder", {"mode": "coder"}))),
-        EnvEntry("math", "math_v1", f"{NAMESPACE}/Math-v1", ("reasoner", "tool"),
+        EnvEntry("math", "math_v2", f"{NAMESPACE}/Math-v2", ("reasoner", "tool"),
                  "math word problems: the reasoner answers in \\boxed{}, the tool agent's program prints the answer", "AT-GRPO A.1.1, A.2.2",
                  variants=(("mas", {}), ("reasoner", {"mode": "reasoner"}), ("tool", {"mode": "tool"})), has_parallel=True),
         EnvEntry("deep_search", "deep_search_v2", f"{NAMESPACE}/DeepSearch-v2", ("planner", *(f"worker_{i}" for i in range(5))),

@@ -308,9 +308,9 @@ def test_split_all_plays_every_row_once(seven):
 
 
 
-@pytest.mark.parametrize("alias", ["math_v1", "llm_marl/Math-v1"])
+@pytest.mark.parametrize("alias", ["math_v2", "llm_marl/Math-v2"])
 def test_a_result_names_the_env_and_not_the_alias_given(seven, alias):
-    """`eval --env llm_marl/Math-v1` once wrote "env": "llm_marl/Math-v1" where play and train write "math"."""
+    """`eval --env llm_marl/Math-v2` once wrote "env": "llm_marl/Math-v2" where play and train write "math"."""
     result = evaluate(ScriptedEngine(_answer), alias, split="all", env_kwargs={"dataset": str(seven), "mode": "reasoner"})
     assert result["env"] == "math" and result["episodes"] == 7
 

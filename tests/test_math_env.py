@@ -10,7 +10,7 @@ from pettingzoo.test import parallel_api_test
 from agents import run_episode
 from agents.oracle import make_oracle
 from agents.oracle.math import MathOracle
-from llm_marl_envs import math_v1
+from llm_marl_envs import math_v2
 from llm_marl_envs.math.datasets import load_dataset
 from llm_marl_envs.math.problems import MathInstance
 
@@ -38,7 +38,7 @@ def sandbox():
 @pytest.fixture
 def fresh(sandbox):
     def make(mode="mas", instance=PROBLEM, **kw):
-        env = math_v1.raw_env(mode=mode, sandbox=sandbox, **kw)
+        env = math_v2.raw_env(mode=mode, sandbox=sandbox, **kw)
         env.reset(seed=0, options={"instance": instance})
         return env
 
@@ -257,7 +257,7 @@ def test_fork_mid_turn_is_independent_and_shares_the_sandbox(fresh):
 
 
 def test_generated_problem_options(sandbox):
-    env = math_v1.raw_env(difficulty=3, topics=["probability"], sandbox=sandbox)
+    env = math_v2.raw_env(difficulty=3, topics=["probability"], sandbox=sandbox)
     for seed in range(5):
         env.reset(seed=seed, options={"split": "val"})
         assert env.instance.difficulty == 3 and env.instance.topic == "probability"
@@ -267,7 +267,7 @@ def test_dataset_mode_draws_from_the_file_by_split(sandbox, tmp_path):
     path = tmp_path / "gsm.jsonl"
     rows = [f'{{"question": "What is {i} plus {i}?", "answer": "{i} + {i} = {2 * i}\\n#### {2 * i}"}}' for i in range(40)]
     path.write_text("\n".join(rows))
-    env = math_v1.raw_env(mode="reasoner", dataset=path, sandbox=sandbox)
+    env = math_v2.raw_env(mode="reasoner", dataset=path, sandbox=sandbox)
     assert len(env.dataset_instances()) == 40
     seen = {}
     for split in ("train", "val", "test"):
@@ -282,7 +282,7 @@ def test_dataset_mode_draws_from_the_file_by_split(sandbox, tmp_path):
 
 def test_dataset_fixture_problems_through_the_oracle_table(sandbox):
     items = load_dataset(FIXTURES / "math_math.jsonl")
-    env = math_v1.raw_env(dataset=items, sandbox=sandbox)
+    env = math_v2.raw_env(dataset=items, sandbox=sandbox)
     oracle = MathOracle({i.question: i.answer for i in items})
     for item in items:
         env.reset(seed=0, options={"instance": item})
@@ -292,8 +292,21 @@ def test_dataset_fixture_problems_through_the_oracle_table(sandbox):
         assert env.success, item.question
 
 
+def test_a_math_percentage_answer_written_as_a_decimal_earns_the_right_answers_reward(fresh, tmp_path):
+    """MATH's reference `12.5\\%` (from its solution's box): v1 scored the reasoner's 12.5 and the tool's
+    printed 12.5 wrong (Math-Verify's unevaluated 1/100 failed the NumEq stage), so neither agreed nor won."""
+    row = '{"problem": "What percent of 8 is 1?", "solution": "$\\\\frac18 = \\\\boxed{12.5\\\\%}$.", "level": "Level 2", "type": "Prealgebra"}'
+    (tmp_path / "math.jsonl").write_text(row + "\n")
+    (item,) = load_dataset(tmp_path / "math.jsonl")
+    assert item.answer == "12.5\\%"
+    env = fresh(instance=item)
+    env.step("#### \\boxed{12.5}")
+    assert env.infos["reasoner"]["reward"] == pytest.approx(1.0)
+    env.step(program("print(1 / 8 * 100)"))
+    assert env.infos["tool"]["reward"] == pytest.approx(1.0) and env.infos["tool"]["agreed"] and env.success
+
 def test_dataset_with_an_empty_split_names_the_fix(sandbox):
-    env = math_v1.raw_env(dataset=[PROBLEM], sandbox=sandbox)
+    env = math_v2.raw_env(dataset=[PROBLEM], sandbox=sandbox)
     from llm_marl_envs.core.instances import split_of
 
     other = next(s for s in ("train", "val", "test") if s != split_of(PROBLEM.key()))
@@ -318,7 +331,7 @@ def test_dataset_with_an_empty_split_names_the_fix(sandbox):
 )
 def test_bad_config_names_the_fix(kwargs, fix):
     with pytest.raises(ValueError, match=fix):
-        math_v1.raw_env(**kwargs)
+        math_v2.raw_env(**kwargs)
 
 
 # ------------------------------------------------------------------ parallel API and the oracle
@@ -326,11 +339,11 @@ def test_bad_config_names_the_fix(kwargs, fix):
 
 @pytest.mark.parametrize("mode", ["mas", "reasoner", "tool"])
 def test_parallel_api(mode, sandbox):
-    parallel_api_test(math_v1.parallel_env(mode=mode, sandbox=sandbox), num_cycles=20)
+    parallel_api_test(math_v2.parallel_env(mode=mode, sandbox=sandbox), num_cycles=20)
 
 
 def test_parallel_episode_with_the_oracle(sandbox):
-    env = math_v1.parallel_env(sandbox=sandbox)
+    env = math_v2.parallel_env(sandbox=sandbox)
     oracle = make_oracle("math")
     observations, _ = env.reset(seed=4, options={"split": "test"})
     observations, rewards, terminations, _, infos = env.step({r: oracle.act(r, o) for r, o in observations.items()})
@@ -342,7 +355,7 @@ def test_parallel_episode_with_the_oracle(sandbox):
 def test_oracle_earns_the_maximum_reward_at_every_difficulty(sandbox):
     oracle = make_oracle("math")
     for difficulty in (1, 2, 3):
-        env = math_v1.env(difficulty=difficulty, sandbox=sandbox)
+        env = math_v2.env(difficulty=difficulty, sandbox=sandbox)
         for seed in range(10):
             result = run_episode(env, oracle, seed=seed, split="test")
             assert result.success and result.turns == 1

@@ -95,6 +95,6 @@ def test_readme_names_the_parallel_and_board_envs():
     from llm_marl_envs.registry import make_raw
     from tests.test_cli import README
 
-    assert [e.module for e in PARALLEL] == ["math_v1"] and 'pettingzoo.make("parallel", "llm_marl/Math-v1")' in README
+    assert [e.module for e in PARALLEL] == ["math_v2"] and 'pettingzoo.make("parallel", "llm_marl/Math-v2")' in README
     assert {n for n, e in ENVS.items() if type(make_raw(n)).has_global_state} == BOARDS
     assert "(`plan_path_v2`, `sokoban_v2`, `sudoku_v1`) return the current board as text from `state()`" in README

@@ -3,7 +3,7 @@ appendix A.1.1; prompts A.2.2 "Math MAS Workflow").
 
 | | |
 |---|---|
-| Creation | `llm_marl_envs.math_v1.env()` / `pettingzoo.make("aec", "llm_marl/Math-v1")`; `math_v1.parallel_env()` |
+| Creation | `llm_marl_envs.math_v2.env()` / `pettingzoo.make("aec", "llm_marl/Math-v2")`; `math_v2.parallel_env()` |
 | Agents | `reasoner`, `tool` (mode "mas"); `reasoner` alone (mode "reasoner"); `tool` alone (mode "tool") |
 | Turn order | reasoner, tool, reasoner, tool, ... for up to `max_turns` turns; within a turn neither sees the other's reply |
 | Observation | `{"messages": [chat in OpenAI format], "turn": int}`: the problem, then (turns > 0) the mismatch history |
@@ -102,6 +102,9 @@ tool's `tool_status`, `agreed` (mode "mas", at the tool's step) and, on the last
 `final_answer`.
 
 Version history:
+- v2: a percentage reference answer (MATH's `12.5\\%`) accepts its number written as a decimal (`12.5`,
+  `25.0` for `25\\%`): NumEq now reads Math-Verify's unevaluated 1/100 (v1's NumEq stage failed on it, so
+  only the forms Math-Verify's exact check accepts, `25` and `0.25`, were right).
 - v1: the tool's code block is read with CRLF line endings (a ```` ```python\\r\\n ```` fence was not
   found: no code, mask 0) and without the indentation of a block indented as a whole, e.g. in a
   markdown list item (v0 ran it as written: an IndentationError, fmt = tool = step = 0).
@@ -156,7 +159,7 @@ class ProblemBank:
 
 
 class raw_env(TextAECEnv):
-    metadata = {"render_modes": ["human", "ansi"], "name": "math_v1", "is_parallelizable": True}
+    metadata = {"render_modes": ["human", "ansi"], "name": "math_v2", "is_parallelizable": True}
     instance_namespace = "math"
 
     def __init__(self, mode: Mode = "mas", max_turns: int = 4, difficulty: int | None = None,

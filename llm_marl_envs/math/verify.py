@@ -10,7 +10,8 @@ numeric comparator" NumEq_δ(a, b) = 1{|a − b| ≤ δ or |a − b| / max(1, |b
    `fractions.Fraction` (decimals exactly), so no sympy is involved; when both sides parse here,
    this stage decides;
 3. Math-Verify (`parse` + `verify`) on anything else (radicals, π, intervals, expressions,
-   equations), then NumEq on the numeric values of the parsed expressions.
+   equations), then NumEq on the numeric values of the parsed expressions (a percentage `12.5\\%`
+   both as 0.125 and as 12.5, the two readings Math-Verify's own check accepts).
 
 Deviation (documented): NumEq is applied only when at least one side is inexact (contains a
 decimal). Two exact values must be equal: the relative branch of NumEq would otherwise accept
@@ -488,6 +489,16 @@ def _sympy_value(expr: Any) -> tuple[Fraction, bool] | None:
         return None
 
 
+def _readings(expr: Any) -> list[Any]:
+    """The values a parsed answer stands for. Math-Verify parses `25\\%` as 25·UnevaluatedExpr(1/100), which
+    sympy.N leaves unevaluated, and its verify accepts both 1/4 and 25 for it: NumEq takes both too."""
+    import sympy  # noqa: PLC0415
+
+    if not isinstance(expr, sympy.Basic) or not expr.has(sympy.UnevaluatedExpr):
+        return [expr]
+    return [expr.doit(), expr.replace(lambda e: isinstance(e, sympy.UnevaluatedExpr), lambda e: sympy.Integer(1))]
+
+
 def _slow_equal(pred: str, gold: str, delta: float) -> bool:
     gold_parsed = _mv_parse(gold)
     pred_parsed = _mv_parse(pred)
@@ -496,15 +507,11 @@ def _slow_equal(pred: str, gold: str, delta: float) -> bool:
     mv = _math_verify()
     if mv.verify(gold_parsed, pred_parsed, timeout_seconds=None):
         return True
-    # NumEq on the numeric values (A.1.1: Math-Verify front-end, numeric comparator after it).
-    gold_value = _sympy_value(gold_parsed[0])
-    pred_value = _sympy_value(pred_parsed[0])
-    if gold_value is None or pred_value is None:
-        return False
-    (g, g_exact), (p, p_exact) = gold_value, pred_value
-    if g_exact and p_exact:
-        return False  # exact values: Math-Verify's symbolic check already said "different"
-    return num_eq(p, g, delta)
+    # NumEq on the numeric values (A.1.1: Math-Verify front-end, numeric comparator after it). Two exact
+    # values are not compared: Math-Verify's symbolic check already said "different".
+    preds = [v for v in map(_sympy_value, _readings(pred_parsed[0])) if v is not None]
+    golds = [v for v in map(_sympy_value, _readings(gold_parsed[0])) if v is not None]
+    return any(not (p_exact and g_exact) and num_eq(p, g, delta) for p, p_exact in preds for g, g_exact in golds)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Math v1. See `llm_marl_envs.math.env` for the full documentation."""
+"""Math v2. See `llm_marl_envs.math.env` for the full documentation."""
 
 from pettingzoo.utils.conversions import parallel_wrapper_fn
 
