@@ -305,6 +305,14 @@ def test_a_math_percentage_answer_written_as_a_decimal_earns_the_right_answers_r
     env.step(program("print(1 / 8 * 100)"))
     assert env.infos["tool"]["reward"] == pytest.approx(1.0) and env.infos["tool"]["agreed"] and env.success
 
+def test_a_gsm8k_decimal_answer_with_thousands_separators_is_right(fresh, tmp_path):
+    """GSM8K's `#### 1,234.5` (money): v1 read the reasoner's 1,234.50 as the list {1, 234.50}, a wrong answer."""
+    (tmp_path / "gsm8k.jsonl").write_text('{"question": "She earns $1,234.50. How much?", "answer": "#### 1,234.5"}\n')
+    (item,) = load_dataset(tmp_path / "gsm8k.jsonl")
+    env = fresh(mode="reasoner", instance=item)
+    env.step("She earns $1,234.50.\n#### \\boxed{1,234.50}")
+    assert env.infos["reasoner"]["reward"] == pytest.approx(1.0) and env.success
+
 def test_dataset_with_an_empty_split_names_the_fix(sandbox):
     env = math_v2.raw_env(dataset=[PROBLEM], sandbox=sandbox)
     from llm_marl_envs.core.instances import split_of

@@ -105,6 +105,7 @@ Version history:
 - v2: a percentage reference answer (MATH's `12.5\\%`) accepts its number written as a decimal (`12.5`,
   `25.0` for `25\\%`): NumEq now reads Math-Verify's unevaluated 1/100 (v1's NumEq stage failed on it, so
   only the forms Math-Verify's exact check accepts, `25` and `0.25`, were right).
+  A decimal with thousands separators (`1,234.5`) is one number (v1 read the list {1, 234.5}: wrong).
 - v1: the tool's code block is read with CRLF line endings (a ```` ```python\\r\\n ```` fence was not
   found: no code, mask 0) and without the indentation of a block indented as a whole, e.g. in a
   markdown list item (v0 ran it as written: an IndentationError, fmt = tool = step = 0).

@@ -220,7 +220,7 @@ class _Num:
 
 
 _INT = r"[+-]?\d+"
-_THOUSANDS = re.compile(r"^[+-]?\d{1,3}(?:,\d{3})+$")
+_THOUSANDS = re.compile(r"^[+-]?\d{1,3}(?:,\d{3})+(?:\.\d*)?$")  # 1,234 and 1,234.50: one number, not a list
 _DECIMAL = re.compile(r"^[+-]?(?:\d+\.\d*|\.\d+)$")
 _PLAIN_FRACTION = re.compile(rf"^({_INT})\s*/\s*({_INT})$")
 _LATEX_FRACTION = re.compile(r"^([+-]?)\\[dt]?frac\s*\{\s*([+-]?\d+)\s*\}\s*\{\s*([+-]?\d+)\s*\}$")
@@ -241,7 +241,9 @@ def _parse_number(s: str) -> _Num | None:
         if re.fullmatch(_INT, s):
             return _Num(Fraction(int(s)), True)
         if _THOUSANDS.match(s):
-            return _Num(Fraction(int(s.replace(",", ""))), True)
+            s = s.replace(",", "")
+            if "." not in s:
+                return _Num(Fraction(int(s)), True)
         if _DECIMAL.match(s):
             return _Num(Fraction(Decimal(s)), False)
         m = _PLAIN_FRACTION.match(s)
