@@ -548,6 +548,16 @@ def test_a_correct_program_passes_a_test_whose_output_is_longer_than_the_sandbox
     env.step("```python\nwhile True:\n    print(0)\n```")  # still stopped: twice the longest output
     assert env.infos["coder"]["golden_passed"] == 0
 
+def test_a_dataset_test_longer_than_a_megabyte_keeps_the_mutation_analysis(sandbox):
+    """The mutation harness capped each run's output at 1 MiB: a reference printing a longer expected output
+    (1,288,890 bytes here) 'failed' on the pool, the analysis was unavailable and the tester's mask 0."""
+    counts = {n: "\n".join(map(str, range(n))) + "\n" for n in (3, 5, 200_000)}
+    problem = Problem(id="count_big", statement="Print 0, 1, ..., n-1, one per line.", split="test", source="unit",
+                      reference="n = int(input())\nprint('\\n'.join(map(str, range(n))))\n",
+                      examples=(TestCase("3\n", counts[3]),), tests=tuple(TestCase(f"{n}\n", out) for n, out in counts.items()))
+    analysis = mutation_analysis(problem, sandbox, 1.0)
+    assert analysis.available and analysis.mutants, analysis
+
 # ---------------------------------------------------------------------------------------------
 # the oracle
 

@@ -105,6 +105,8 @@ Version history:
 - v2: a program may print twice the longest expected output of its golden tests (v1 kept the sandbox's
   64 KiB cap: a correct program on a dataset test with a longer expected output, common in CodeContests'
   generated tests, was killed with output_limit and failed it).
+  The mutation analysis gives the reference the same room (v1 capped it at 1 MiB: a longer expected
+  output made the analysis unavailable and the tester's mask 0).
   An APPS problem's reference is its first solution that compiles (v1 took the first: a Python 2
   solution marked every tester test invalid and left the tester's mask at 0).
 - v1: the coder's code block is read with CRLF line endings (a ```` ```python\\r\\n ```` fence was not

@@ -242,13 +242,14 @@ def _groups(sandbox: Sandbox, mutants: list[str]) -> list[list[str]]:
 
 
 def _kill_matrix(sandbox: Sandbox, reference: str, mutants: list[str], inputs: list[str], time_limit_s: float,
-                 stop: bool) -> tuple[list[tuple[str, str]], list[list[int | None]]] | None:
+                 stop: bool, output_cap: int = 1 << 20) -> tuple[list[tuple[str, str]], list[list[int | None]]] | None:
     """Reference outputs and kill rows, splitting the batch across workers; a batch whose harness
     dies is retried one mutant per process, and a mutant that kills its harness counts as killed."""
     groups = _groups(sandbox, mutants)
 
     def batch(group: list[str]):
-        return run_batch(sandbox, [reference, *group], inputs, reference_timeout=time_limit_s, stop_at_first_kill=stop)
+        return run_batch(sandbox, [reference, *group], inputs, reference_timeout=time_limit_s, stop_at_first_kill=stop,
+                         output_cap=output_cap)
 
     if len(groups) == 1:
         results = [batch(groups[0])]
@@ -287,7 +288,10 @@ def analyse(sandbox: Sandbox, reference: str, pool: list[tuple[str, str | None]]
     """
     candidates = generate_mutants(reference, max_mutants)
     inputs = [stdin for stdin, _ in pool]
-    result = _kill_matrix(sandbox, reference, [m.source for m in candidates], inputs, time_limit_s, stop=True)
+    # Room for the dataset's longest expected output, as the coder's program gets (runner.program_limits).
+    longest = max((len(expected.encode("utf-8", "surrogatepass")) for _, expected in pool if expected), default=0)
+    result = _kill_matrix(sandbox, reference, [m.source for m in candidates], inputs, time_limit_s, stop=True,
+                          output_cap=max(1 << 20, 2 * longest))
     if result is None:
         return MutationAnalysis([], len(candidates), False, "the reference solution could not be run")
     reference_runs, rows = result
