@@ -305,6 +305,7 @@ def test_a_math_percentage_answer_written_as_a_decimal_earns_the_right_answers_r
     env.step(program("print(1 / 8 * 100)"))
     assert env.infos["tool"]["reward"] == pytest.approx(1.0) and env.infos["tool"]["agreed"] and env.success
 
+
 def test_a_gsm8k_decimal_answer_with_thousands_separators_is_right(fresh, tmp_path):
     """GSM8K's `#### 1,234.5` (money): v1 read the reasoner's 1,234.50 as the list {1, 234.50}, a wrong answer."""
     (tmp_path / "gsm8k.jsonl").write_text('{"question": "She earns $1,234.50. How much?", "answer": "#### 1,234.5"}\n')
@@ -312,6 +313,18 @@ def test_a_gsm8k_decimal_answer_with_thousands_separators_is_right(fresh, tmp_pa
     env = fresh(mode="reasoner", instance=item)
     env.step("She earns $1,234.50.\n#### \\boxed{1,234.50}")
     assert env.infos["reasoner"]["reward"] == pytest.approx(1.0) and env.success
+
+
+def test_a_tool_that_prints_a_float_in_scientific_notation_is_right(fresh, tmp_path):
+    """Python prints a float from 1e16 on (and below 1e-4) with an exponent: v1 read the tool's `1e+20` as no
+    number, so a right program earned no answer reward and no agreement."""
+    (tmp_path / "gsm8k.jsonl").write_text('{"question": "What is ten to the twentieth?", "answer": "#### 100000000000000000000"}\n')
+    (item,) = load_dataset(tmp_path / "gsm8k.jsonl")
+    env = fresh(instance=item)
+    env.step("#### \\boxed{100000000000000000000}")
+    env.step(program("print(10.0 ** 20)"))
+    assert env.infos["tool"]["reward"] == pytest.approx(1.0) and env.infos["tool"]["agreed"] and env.success
+
 
 def test_dataset_with_an_empty_split_names_the_fix(sandbox):
     env = math_v2.raw_env(dataset=[PROBLEM], sandbox=sandbox)

@@ -47,6 +47,9 @@ EQUIVALENT = [
     ("25.0\\%", "25"),
     ("1,234.5", "1234.5"),  # thousands separators in a decimal: one number (v1 read the set {1, 234.5})
     ("12,345.67", "12345.67"),
+    ("1e-05", "0.00001"),  # Python's print of a float below 1e-4 or from 1e16 on (v1: never a number)
+    ("1.0000000000000002e+20", "100000000000000000000"),
+    ("2.5E3", "2500"),
 ]
 DIFFERENT = [
     ("0.333", "1/3"),  # |0.333 - 1/3| = 3.3e-4 > 1e-6
@@ -58,6 +61,7 @@ DIFFERENT = [
     ("1234568", "1234567"),  # both exact: must be equal (deviation from NumEq's relative branch)
     ("4.2426", "3\\sqrt{2}"),
     ("2, 3", "(2, 3)"),  # a list of answers is not an ordered pair
+    ("1e-05", "0.00002"),
     ("1, 2", "1, 2, 3"),
     ("", "1"),
     ("1/0", "0"),

@@ -7,7 +7,7 @@ numeric comparator" NumEq_δ(a, b) = 1{|a − b| ≤ δ or |a − b| / max(1, |b
 1. exact text: the two answers are the same string after light normalisation;
 2. a fast exact path for plain numbers, fractions, ordered tuples `(a, b)` and unordered lists or
    sets `a, b` / `{a, b}` (what generated problems and tool programs print): values are parsed into
-   `fractions.Fraction` (decimals exactly), so no sympy is involved; when both sides parse here,
+   `fractions.Fraction` (decimals, also in Python's scientific notation, exactly), so no sympy is involved; when both sides parse here,
    this stage decides;
 3. Math-Verify (`parse` + `verify`) on anything else (radicals, π, intervals, expressions,
    equations), then NumEq on the numeric values of the parsed expressions (a percentage `12.5\\%`
@@ -222,6 +222,8 @@ class _Num:
 _INT = r"[+-]?\d+"
 _THOUSANDS = re.compile(r"^[+-]?\d{1,3}(?:,\d{3})+(?:\.\d*)?$")  # 1,234 and 1,234.50: one number, not a list
 _DECIMAL = re.compile(r"^[+-]?(?:\d+\.\d*|\.\d+)$")
+# How Python prints a float below 1e-4 or from 1e16 on (a tool's `print(x)`); the exponent's few digits keep the value small.
+_SCIENTIFIC = re.compile(r"^[+-]?(?:\d+\.?\d*|\.\d+)[eE][+-]?\d{1,3}$")
 _PLAIN_FRACTION = re.compile(rf"^({_INT})\s*/\s*({_INT})$")
 _LATEX_FRACTION = re.compile(r"^([+-]?)\\[dt]?frac\s*\{\s*([+-]?\d+)\s*\}\s*\{\s*([+-]?\d+)\s*\}$")
 _LATEX_FRACTION_SHORT = re.compile(r"^([+-]?)\\[dt]?frac\s*(\d)\s*(\d)$")
@@ -244,7 +246,7 @@ def _parse_number(s: str) -> _Num | None:
             s = s.replace(",", "")
             if "." not in s:
                 return _Num(Fraction(int(s)), True)
-        if _DECIMAL.match(s):
+        if _DECIMAL.match(s) or _SCIENTIFIC.match(s):
             return _Num(Fraction(Decimal(s)), False)
         m = _PLAIN_FRACTION.match(s)
         if m:
