@@ -326,6 +326,15 @@ def test_a_tool_that_prints_a_float_in_scientific_notation_is_right(fresh, tmp_p
     assert env.infos["tool"]["reward"] == pytest.approx(1.0) and env.infos["tool"]["agreed"] and env.success
 
 
+def test_a_final_line_in_markdown_bold_is_read_without_its_asterisks(fresh, tmp_path):
+    """Chat models often write the final line as `#### **18**`: v1's answer was `**18**`, wrong."""
+    (tmp_path / "gsm8k.jsonl").write_text('{"question": "How many?", "answer": "#### 18"}\n')
+    (item,) = load_dataset(tmp_path / "gsm8k.jsonl")
+    env = fresh(mode="reasoner", instance=item)
+    env.step("Nine and nine.\n#### **18**")
+    assert env.infos["reasoner"]["reward"] == pytest.approx(1.0) and env.success
+
+
 def test_dataset_with_an_empty_split_names_the_fix(sandbox):
     env = math_v2.raw_env(dataset=[PROBLEM], sandbox=sandbox)
     from llm_marl_envs.core.instances import split_of

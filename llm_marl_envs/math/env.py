@@ -108,6 +108,7 @@ Version history:
   A decimal with thousands separators (`1,234.5`) is one number (v1 read the list {1, 234.5}: wrong).
   A number in scientific notation (`1e+20`, `1e-05`: how Python prints a float from 1e16 on and below
   1e-4) is a number (v1 read none: a tool's right `print(x)` was wrong).
+  A final line in markdown bold (`#### **18**`) is read without its asterisks (v1: the answer `**18**`, wrong).
 - v1: the tool's code block is read with CRLF line endings (a ```` ```python\\r\\n ```` fence was not
   found: no code, mask 0) and without the indentation of a block indented as a whole, e.g. in a
   markdown list item (v0 ran it as written: an IndentationError, fmt = tool = step = 0).

@@ -175,11 +175,12 @@ def extract_gsm8k_answer(solution: str) -> str | None:
     return re.sub(r"(?<=\d),(?=\d{3}\b)", "", after).strip() or None
 
 
-_WRAPPERS = [("$$", "$$"), ("$", "$"), ("\\(", "\\)"), ("\\[", "\\]")]
+_WRAPPERS = [("**", "**"), ("$$", "$$"), ("$", "$"), ("\\(", "\\)"), ("\\[", "\\]")]
 
 
 def clean_answer(answer: str) -> str:
-    """Strip math delimiters, `\\displaystyle`, a trailing period and surrounding whitespace."""
+    """Strip math delimiters, markdown bold (`#### **18**`, as chat models write a final line),
+    `\\displaystyle`, a trailing period and surrounding whitespace."""
     s = answer.replace("\\displaystyle", "").replace("\u2212", "-").strip()
     for _ in range(4):
         before = s
