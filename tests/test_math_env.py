@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -306,12 +307,15 @@ def test_a_math_percentage_answer_written_as_a_decimal_earns_the_right_answers_r
     assert env.infos["tool"]["reward"] == pytest.approx(1.0) and env.infos["tool"]["agreed"] and env.success
 
 
-def test_a_gsm8k_decimal_answer_with_thousands_separators_is_right(fresh, tmp_path):
-    """GSM8K's `#### 1,234.5` (money): v1 read the reasoner's 1,234.50 as the list {1, 234.50}, a wrong answer."""
-    (tmp_path / "gsm8k.jsonl").write_text('{"question": "She earns $1,234.50. How much?", "answer": "#### 1,234.5"}\n')
+@pytest.mark.parametrize("answer, reply", [
+    ("1,234.5", "She earns $1,234.50.\n#### \\boxed{1,234.50}"),  # v1: the list {1, 234.50} (money, GSM8K)
+    ("18", "Nine and nine.\n#### **18**"),  # v1: the answer `**18**` (chat models write the final line in bold)
+])
+def test_gsm8k_final_answers_as_models_write_them_are_right(fresh, tmp_path, answer, reply):
+    (tmp_path / "gsm8k.jsonl").write_text(json.dumps({"question": "How much?", "answer": f"#### {answer}"}) + "\n")
     (item,) = load_dataset(tmp_path / "gsm8k.jsonl")
     env = fresh(mode="reasoner", instance=item)
-    env.step("She earns $1,234.50.\n#### \\boxed{1,234.50}")
+    env.step(reply)
     assert env.infos["reasoner"]["reward"] == pytest.approx(1.0) and env.success
 
 
@@ -324,15 +328,6 @@ def test_a_tool_that_prints_a_float_in_scientific_notation_is_right(fresh, tmp_p
     env.step("#### \\boxed{100000000000000000000}")
     env.step(program("print(10.0 ** 20)"))
     assert env.infos["tool"]["reward"] == pytest.approx(1.0) and env.infos["tool"]["agreed"] and env.success
-
-
-def test_a_final_line_in_markdown_bold_is_read_without_its_asterisks(fresh, tmp_path):
-    """Chat models often write the final line as `#### **18**`: v1's answer was `**18**`, wrong."""
-    (tmp_path / "gsm8k.jsonl").write_text('{"question": "How many?", "answer": "#### 18"}\n')
-    (item,) = load_dataset(tmp_path / "gsm8k.jsonl")
-    env = fresh(mode="reasoner", instance=item)
-    env.step("Nine and nine.\n#### **18**")
-    assert env.infos["reasoner"]["reward"] == pytest.approx(1.0) and env.success
 
 
 def test_dataset_with_an_empty_split_names_the_fix(sandbox):
