@@ -63,7 +63,7 @@ ENVS: dict[str, EnvEntry] = {
         EnvEntry("deep_search", "deep_search_v2", f"{NAMESPACE}/DeepSearch-v2", ("planner", *(f"worker_{i}" for i in range(5))),
                  "multi-hop questions: the planner delegates search subtasks to workers that search and fetch over MCP", "MATPO; SHARP",
                  variants=(("mas", {}), ("single", {"mode": "single"})), oracle_success=0.95, oracle_turns=None),
-        EnvEntry("mass", "mass_v2", f"{NAMESPACE}/MASS-v2", ("rewriter", "reranker", "answerer"),
+        EnvEntry("mass", "mass_v3", f"{NAMESPACE}/MASS-v3", ("rewriter", "reranker", "answerer"),
                  "multi-hop questions: rewriter -> retrieval -> reranker -> answerer, shared answer-F1 reward", "MHGPO; MMOA-RAG",
                  variants=(("mas", {}), ("single", {"mode": "single"})), oracle_success=0.95, oracle_turns=None),
     ]

@@ -1,4 +1,4 @@
-"""mass_v2: MMOA-RAG output rules and penalties, the 10-passage split, shared-F1 rewards by hand,
+"""mass_v3: MMOA-RAG output rules and penalties, the 10-passage split, shared-F1 rewards by hand,
 the consumed-output records MHGPO back-propagates along, the single agent, the oracle per hop count."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from agents import run_episode
 from agents.oracle.mass import MASSOracle
-from llm_marl_envs import mass_v2
+from llm_marl_envs import mass_v3
 from llm_marl_envs.mass.parse import SPLITS, parse_answer, parse_rewrite, parse_selection, parse_single
 from llm_marl_envs.search.corpus import Question
 from llm_marl_envs.search.miniwiki import build
@@ -104,7 +104,7 @@ def question(hops=2, seed=0):
 
 
 def fresh(q=None, **kw):
-    env = mass_v2.raw_env(**kw)
+    env = mass_v3.raw_env(**kw)
     env.reset(seed=0, options={"instance": q or question()})
     return env
 
@@ -197,6 +197,21 @@ def test_a_spaced_selection_is_read_and_unpenalised():
     assert env.infos["reranker"]["selected"] == gold
 
 
+@pytest.mark.parametrize("mode", ["mas", "single"])
+@pytest.mark.parametrize("reply,f1", [("yes no", 0.0), ("Yes, it is.", 0.0), ("no", 0.0), ("Yes.", 1.0)])
+def test_a_yes_no_answer_earns_all_or_nothing(mode, reply, f1):
+    """HotpotQA's F1 rule for yes/no answers (v2: "yes no" earned 2/3 on every yes/no question)."""
+    q = Question(qid="cmp", question="Are Kessling and Varn both cities?", answer="yes", source="hotpotqa")
+    env = fresh(q, mode=mode)
+    if mode == "mas":
+        env.step("### Is Kessling a city?; Is Varn a city? ###")
+        env.step("Document0")
+        env.step(reply)
+    else:
+        env.step(f"<answer> {reply} </answer>")
+    assert env.infos["answerer"]["f1"] == f1 and env.rewards["answerer"] == f1
+
+
 def test_reranker_and_answerer_penalties():
     q = question()
     env = fresh(q, reranker_penalty=-0.5)  # MHGPO's appendix value
@@ -208,7 +223,7 @@ def test_reranker_and_answerer_penalties():
     assert env.rewards["answerer"] == pytest.approx(-1.0) and env.infos["answerer"]["f1"] == 0.0
     assert env.infos["reranker"]["reward"] == -0.5
     with pytest.raises(ValueError, match="penalty"):
-        mass_v2.raw_env(reranker_penalty=0.5)
+        mass_v3.raw_env(reranker_penalty=0.5)
 
 
 def test_an_exact_answer_succeeds():
@@ -244,7 +259,7 @@ def test_single_agent_answer_reward():
 @pytest.mark.parametrize("mode", ["mas", "single"])
 @pytest.mark.parametrize("hops", [2, 3, 4])
 def test_oracle_reaches_95_percent_exact_match_per_hop_count(mode, hops):
-    env = mass_v2.env(mode=mode, hops=hops)
+    env = mass_v3.env(mode=mode, hops=hops)
     oracle = MASSOracle()
     results = [run_episode(env, oracle, seed=seed, split="test") for seed in range(200)]
     assert sum(r.success for r in results) >= 0.95 * 200
@@ -252,7 +267,7 @@ def test_oracle_reaches_95_percent_exact_match_per_hop_count(mode, hops):
 
 
 def test_same_seed_same_retrieval():
-    a, b = mass_v2.raw_env(), mass_v2.raw_env()
+    a, b = mass_v3.raw_env(), mass_v3.raw_env()
     for env in (a, b):
         env.reset(seed=9, options={"split": "val"})
         env.step("### " + env.instance.hops[0].resolved + " ###")

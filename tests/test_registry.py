@@ -46,7 +46,7 @@ def test_short_names_module_names_and_ids_resolve_to_one_entry(name):
 @pytest.mark.parametrize("old,current", [("plan_path_v0", "plan_path_v2"), ("plan_path_v1", "llm_marl/PlanPath-v2"),
                                          ("llm_marl/Sokoban-v0", "llm_marl/Sokoban-v2"), ("sokoban_v1", "sokoban_v2"),
                                          ("sudoku_v0", "llm_marl/Sudoku-v1"), ("llm_marl/Math-v0", "math_v2"), ("llm_marl/Math-v1", "math_v2"),
-                                         ("mass_v0", "mass_v2"), ("llm_marl/MASS-v1", "mass_v2"),
+                                         ("mass_v0", "mass_v3"), ("llm_marl/MASS-v1", "mass_v3"), ("llm_marl/MASS-v2", "mass_v3"),
                                          ("llm_marl/DeepSearch-v0", "deep_search_v2"), ("deep_search_v1", "llm_marl/DeepSearch-v2"),
                                          ("code_v0", "llm_marl/Code-v2"), ("llm_marl/Code-v1", "code_v2")])
 def test_an_older_version_names_the_current_one(old, current):

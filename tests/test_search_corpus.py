@@ -151,6 +151,12 @@ def test_loader_errors(tmp_path):
         ("", ["Ivo Brandt"], 0.0, 0.0),
         ("Varn", ["Kessling"], 0.0, 0.0),
         ("1931", ["1931"], 1.0, 1.0),
+        # HotpotQA's script: yes, no and noanswer are right or wrong, never partly right.
+        ("yes no", ["yes"], 0.0, 0.0),
+        ("yes, it is", ["yes"], 0.0, 0.0),
+        ("no", ["no way"], 0.0, 0.0),
+        ("No.", ["no"], 1.0, 1.0),
+        ("yes", ["Kessling", "yes"], 1.0, 1.0),
     ],
 )
 def test_exact_match_and_f1(prediction, golds, em, f1):

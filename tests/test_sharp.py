@@ -14,7 +14,7 @@ from llm_marl.algorithms.sharp import Config, agent_rewards, check_env
 from llm_marl.engines.base import SamplingParams
 from llm_marl.engines.scripted import ScriptedEngine
 from llm_marl.rollout import make_tasks, rollout
-from llm_marl_envs import deep_search_v2, mass_v2
+from llm_marl_envs import deep_search_v2, mass_v3
 from llm_marl_envs.core.base import MASKED
 
 EPS = 1e-6
@@ -129,7 +129,7 @@ def test_sparsification_p_sets_the_number_of_replays(p, replays):
 
 def test_sharp_without_delegation_is_a_clear_error():
     with pytest.raises(ValueError, match="planner that delegates"):
-        check_env(mass_v2.raw_env(), Config())
+        check_env(mass_v3.raw_env(), Config())
     with pytest.raises(ValueError, match="mode='mas'"):
         check_env(deep_search_v2.raw_env(mode="single"), Config())
     check_env(deep_search_v2.raw_env(), Config())

@@ -2,7 +2,7 @@
 
 | | |
 |---|---|
-| Creation | `llm_marl_envs.mass_v2.env()` / `pettingzoo.make("aec", "llm_marl/MASS-v2")` |
+| Creation | `llm_marl_envs.mass_v3.env()` / `pettingzoo.make("aec", "llm_marl/MASS-v3")` |
 | Agents | `rewriter`, `reranker`, `answerer` (mode "mas"); `answerer` alone with a search action (mode "single") |
 | Turn order | rewriter, (retrieval by the environment), reranker, answerer: three steps; single: up to `max_single_turns` |
 | Observation | `{"messages": [chat in OpenAI format], "turn": int}` |
@@ -48,7 +48,7 @@ Rewards (MMOA-RAG; MHGPO Eq. 4: R_k = R_shared + R_k^spe), λ = 1, penalties in 
 
 | term | who | value |
 |---|---|---|
-| R_shared | all three roles | token F1 of the answer against the answer and aliases (HotpotQA F1), delivered at the answerer's step |
+| R_shared | all three roles | token F1 of the answer against the answer and aliases (HotpotQA F1: a yes/no answer scores 1 or 0), delivered at the answerer's step |
 | R_spe | rewriter | -0.5 if more than 4 sub-questions, more than 300 characters, none parsed, or one that cannot be searched |
 | R_spe | reranker | -1 if malformed, an id out of range, an id repeated, or no id while passages were shown (`reranker_penalty`) |
 | R_spe | answerer | -1 if more than 30 words |
@@ -76,6 +76,9 @@ right selection, with no penalty; v0 penalised every reply of a reranker shown n
 Termination: the answer ends the episode (terminated when EM = 1, `success=True`; else truncated).
 
 Version history:
+- v3: the shared F1 follows HotpotQA's rule for yes/no answers: where the answer or the prediction is
+  `yes`, `no` or `noanswer`, F1 is 1 when they are equal and 0 otherwise; in v2 the answer "yes no"
+  earned F1 2/3 on every yes/no question (HotpotQA's comparison questions), and "yes, it is" 1/2.
 - v2: the reranker's ids may be written with a space, `Document 0, Document 4` (as the answerer's
   documents are numbered); v1 split the reply at the space and penalised it -1 with nothing selected.
 - v1: an unsearchable sub-question is penalised and not searched (v0: stop-word-only sub-queries
@@ -115,7 +118,7 @@ def _sha1(text: str) -> str:
 
 
 class raw_env(SearchSourced, TextAECEnv):
-    metadata = {"render_modes": ["human", "ansi"], "name": "mass_v2", "is_parallelizable": False}
+    metadata = {"render_modes": ["human", "ansi"], "name": "mass_v3", "is_parallelizable": False}
     instance_namespace = "mass"
 
     def __init__(self, mode: Mode = "mas", hops: int | None = None, corpus_seed: int = 0, dataset: str | None = None,

@@ -2,7 +2,8 @@
 
 Exact match and F1 follow the HotpotQA/MuSiQue evaluation scripts (lower-case, drop punctuation,
 drop the articles a/an/the, collapse whitespace); a prediction is scored against the answer and
-each alias and the best score is kept.
+each alias and the best score is kept. As in HotpotQA's script, F1 gives no partial credit where
+the prediction or the answer is `yes`, `no` or `noanswer`: they score 1 when equal, else 0.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _PUNCT = set(string.punctuation)
 _WORD = re.compile(r"\w+", re.UNICODE)
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
+_YES_NO = frozenset(("yes", "no", "noanswer"))
+"""Answers HotpotQA's F1 scores as all or nothing (else "yes no" scores 2/3 on every yes/no question)."""
 
 STOPWORDS = frozenset(
     "a an and are as at be by did do does for from had has have he her his how in is it its of on or "
@@ -38,7 +41,10 @@ def exact_match(prediction: str, golds: Iterable[str]) -> float:
 
 
 def _f1(prediction: str, gold: str) -> float:
-    pred, ref = normalize_answer(prediction).split(), normalize_answer(gold).split()
+    pred_text, gold_text = normalize_answer(prediction), normalize_answer(gold)
+    if (pred_text in _YES_NO or gold_text in _YES_NO) and pred_text != gold_text:
+        return 0.0
+    pred, ref = pred_text.split(), gold_text.split()
     if not pred or not ref:
         return float(pred == ref)
     common = Counter(pred) & Counter(ref)
