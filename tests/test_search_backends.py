@@ -40,6 +40,17 @@ def test_ranking_snippets_and_fetch(tmp_path):
     assert len(b.search("film", 20)) <= 3  # k larger than the corpus
 
 
+@pytest.mark.parametrize("written", ["wiki://{source}/{raw}", "wiki://{source}/{spaced}", "wiki://other/{escaped}"])
+def test_a_url_naming_a_page_otherwise_is_told_where_the_page_is(backend, written):
+    """The page exists under its title: the error gives its URL (it said "no page titled" that title)."""
+    doc = next(d for d in backend.corpus.documents if "%" in d.url and " " in d.title)  # e.g. The Harbor's Beacon
+    source, escaped = doc.url[len("wiki://"):].split("/", 1)
+    url = written.format(source=source, raw=doc.title.replace(" ", "_"), spaced=doc.title, escaped=escaped)
+    with pytest.raises(ToolInputError) as e:
+        backend.fetch(url)
+    assert f"the page titled {doc.title!r} is at {doc.url}" in str(e.value) and "no page titled" not in str(e.value)
+
+
 def test_index_is_cached_on_disk_and_keyed_by_corpus(tmp_path, monkeypatch):
     monkeypatch.setenv("LLM_MARL_CACHE", str(tmp_path))
     assert cache_root() == tmp_path

@@ -197,7 +197,11 @@ class BM25Backend:
         doc = self.corpus.by_url.get(url)
         if doc is None:
             title = title_from_url(url)
-            hint = f" (no page titled {title!r})" if title else " (pages of this corpus have wiki:// URLs from search results)"
+            page = self.corpus.by_title.get(title) if title else None
+            if page is not None:  # the right title in a URL written otherwise (an unescaped "'", "ã" or space)
+                hint = f" (the page titled {title!r} is at {page.url}: use the URL as search results give it)"
+            else:
+                hint = f" (no page titled {title!r})" if title else " (pages of this corpus have wiki:// URLs from search results)"
             raise ToolInputError(f"unknown URL {url!r}{hint}")
         return cut_page(doc.page())
 
