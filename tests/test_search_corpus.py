@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from pathlib import Path
 
@@ -10,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from llm_marl_envs.search import load_corpus
+from llm_marl_envs.search import BM25Backend, load_corpus
 from llm_marl_envs.search.corpus import doc_url, title_from_url
 from llm_marl_envs.search.loaders import detect_format, load_dataset
 from llm_marl_envs.search.miniwiki import (RELATIONS, MiniWiki, MiniWikiConfig, build, extract_fact, parse_hop_question,
@@ -110,6 +111,19 @@ def test_musique_loader():
     assert len(varn) == 2 and len({d.url for d in varn}) == 2
     assert len(load_dataset(FIXTURES / "musique_sample.jsonl", answerable_only=False).questions) == 3
     assert load_corpus(corpus.spec).corpus_hash == corpus.corpus_hash
+
+
+def test_titles_that_share_a_url_get_distinct_urls(tmp_path):
+    """URLs write a title's spaces as underscores, so "Foo Bar" and "Foo_Bar" once shared one URL and
+    fetching it always gave the same page."""
+    paragraphs = [{"idx": i, "title": t, "paragraph_text": f"{t} text {i}.", "is_supporting": False}
+                  for i, t in enumerate(["Foo_Bar", "Foo Bar", "Foo Bar"])]
+    path = tmp_path / "titles.jsonl"
+    path.write_text(json.dumps({"id": "t", "question": "Foo?", "answer": "bar", "paragraphs": paragraphs}) + "\n")
+    corpus = load_dataset(path)
+    assert len({d.url for d in corpus.documents}) == 3
+    backend = BM25Backend(corpus, cache_dir=tmp_path / "index")
+    assert [backend.fetch(d.url) for d in corpus.documents] == [d.page() for d in corpus.documents]
 
 
 def test_hotpotqa_loader():

@@ -34,21 +34,23 @@ FORMATS = ("musique", "hotpotqa")
 
 
 class _DocumentSet:
-    """Deduplicated documents with unique URLs (a title may head several paragraphs)."""
+    """Deduplicated documents with unique URLs (a title may head several paragraphs, two titles may share a URL)."""
 
     def __init__(self, source: str):
         self.source = source
         self.docs: list[Document] = []
         self._seen: dict[tuple[str, str], Document] = {}
-        self._per_title: dict[str, int] = {}
+        self._per_url: dict[str, int] = {}
+        """Documents so far per URL; by URL, not by title: "Foo_Bar" and "Foo Bar" share one (URLs write spaces as _)."""
 
     def add(self, title: str, text: str) -> Document:
         key = (title, text)
         if key in self._seen:
             return self._seen[key]
-        n = self._per_title.get(title, 0)
-        self._per_title[title] = n + 1
-        url = doc_url(self.source, title) + (f"#{n + 1}" if n else "")
+        url = doc_url(self.source, title)
+        n = self._per_url.get(url, 0)
+        self._per_url[url] = n + 1
+        url += f"#{n + 1}" if n else ""
         doc = Document(title, text, url)
         self._seen[key] = doc
         self.docs.append(doc)
