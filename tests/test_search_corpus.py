@@ -153,6 +153,22 @@ def test_loader_errors(tmp_path):
         load_dataset(partial)
 
 
+def test_a_broken_record_is_named_in_one_line(tmp_path):
+    """The error names the record (file:line, file: item i); a context entry of the wrong shape is a
+    format error too, where it was "too many values to unpack (expected 2)" with no file named."""
+    good = (FIXTURES / "musique_sample.jsonl").read_text().splitlines()[0]
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text(good + "\n" + json.dumps({**json.loads(good), "paragraphs": [{"idx": 0, "title": "T"}]}) + "\n")
+    with pytest.raises(ValueError, match=r"broken\.jsonl:2: not in the musique format \(KeyError: 'paragraph_text'\)"):
+        load_dataset(broken)
+    hotpot = json.loads((FIXTURES / "hotpotqa_sample.json").read_text())
+    hotpot[0]["context"].append(["Varn", ["Varn is a city."], "extra"])
+    shaped = tmp_path / "shaped.json"
+    shaped.write_text(json.dumps(hotpot))
+    with pytest.raises(ValueError, match=r"shaped\.json: item 0: not in the hotpotqa format \(ValueError"):
+        load_dataset(shaped)
+
+
 # ---------------------------------------------------------------------------------------- scoring
 @pytest.mark.parametrize(
     "prediction,golds,em,f1",

@@ -21,6 +21,7 @@ question keeps its supporting titles in hop order.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import re
 from collections.abc import Iterable, Iterator, Mapping
@@ -57,11 +58,22 @@ class _DocumentSet:
         return doc
 
 
-def _records(source: str) -> Iterator[dict[str, Any]]:
+def _records(source: str) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(label, record) pairs; the label (`file:line`, `file: item i`) names a record that is wrong."""
     for where, record in read_rows(source):
         if not isinstance(record, Mapping):
             raise ValueError(f"{where}: not a JSON object; expected MuSiQue or HotpotQA records")
-        yield dict(record)
+        yield where, dict(record)
+
+
+@contextlib.contextmanager
+def _record(where: str, fmt: str) -> Iterator[None]:
+    """A record missing a field, or holding one of the wrong shape, is a one-line error naming it."""
+    try:
+        yield
+    except (KeyError, TypeError, AttributeError, ValueError) as e:
+        raise ValueError(f"{where}: not in the {fmt} format ({type(e).__name__}: {e}); see "
+                         "llm_marl_envs.search.loaders for the expected fields") from None
 
 
 def _format_of(record: Mapping[str, Any], source: str) -> str:
@@ -77,7 +89,7 @@ def detect_format(path: str | Path) -> str:
     first = next(_records(str(path)), None)
     if first is None:
         raise ValueError(f"{path}: no records")
-    return _format_of(first, str(path))
+    return _format_of(first[1], str(path))
 
 
 def _pairs(value: Any, first: str, second: str) -> list[tuple[Any, Any]]:
@@ -91,34 +103,36 @@ def _resolve(question: str, answers: list[str]) -> str:
     return re.sub(r"#(\d+)", lambda m: answers[int(m.group(1)) - 1] if 0 < int(m.group(1)) <= len(answers) else m.group(0), question)
 
 
-def _musique(records: Iterable[dict[str, Any]], docs: _DocumentSet, answerable_only: bool) -> list[Question]:
+def _musique(records: Iterable[tuple[str, dict[str, Any]]], docs: _DocumentSet, answerable_only: bool) -> list[Question]:
     questions = []
-    for rec in records:
+    for where, rec in records:
         if answerable_only and rec.get("answerable") is False:
             continue
-        paragraphs = {p["idx"]: docs.add(p["title"], p["paragraph_text"]) for p in rec["paragraphs"]}
-        answers: list[str] = []
-        hops = []
-        for step in rec.get("question_decomposition", []):
-            support = paragraphs.get(step.get("paragraph_support_idx"))
-            hops.append(Hop(step["question"], _resolve(step["question"], answers), step["answer"], support.title if support else ""))
-            answers.append(step["answer"])
-        supporting = tuple(h.support for h in hops if h.support) or tuple(
-            paragraphs[p["idx"]].title for p in rec["paragraphs"] if p.get("is_supporting"))
-        questions.append(Question(str(rec["id"]), rec["question"], rec["answer"], tuple(rec.get("answer_aliases", ())),
-                                  tuple(hops), supporting, "musique"))
+        with _record(where, "musique"):
+            paragraphs = {p["idx"]: docs.add(p["title"], p["paragraph_text"]) for p in rec["paragraphs"]}
+            answers: list[str] = []
+            hops = []
+            for step in rec.get("question_decomposition", []):
+                support = paragraphs.get(step.get("paragraph_support_idx"))
+                hops.append(Hop(step["question"], _resolve(step["question"], answers), step["answer"], support.title if support else ""))
+                answers.append(step["answer"])
+            supporting = tuple(h.support for h in hops if h.support) or tuple(
+                paragraphs[p["idx"]].title for p in rec["paragraphs"] if p.get("is_supporting"))
+            questions.append(Question(str(rec["id"]), rec["question"], rec["answer"], tuple(rec.get("answer_aliases", ())),
+                                      tuple(hops), supporting, "musique"))
     return questions
 
 
-def _hotpotqa(records: Iterable[dict[str, Any]], docs: _DocumentSet) -> list[Question]:
+def _hotpotqa(records: Iterable[tuple[str, dict[str, Any]]], docs: _DocumentSet) -> list[Question]:
     questions = []
-    for rec in records:
-        for title, sents in _pairs(rec["context"], "title", "sentences"):
-            docs.add(title, "".join(sents).strip())
-        supporting = tuple(dict.fromkeys(title for title, _ in _pairs(rec.get("supporting_facts") or [], "title", "sent_id")))
-        hops = tuple(Hop("", "", "", title) for title in supporting)
-        qid = rec["_id"] if "_id" in rec else rec["id"]
-        questions.append(Question(str(qid), rec["question"], rec["answer"], (), hops, supporting, "hotpotqa"))
+    for where, rec in records:
+        with _record(where, "hotpotqa"):
+            for title, sents in _pairs(rec["context"], "title", "sentences"):
+                docs.add(title, "".join(sents).strip())
+            supporting = tuple(dict.fromkeys(title for title, _ in _pairs(rec.get("supporting_facts") or [], "title", "sent_id")))
+            hops = tuple(Hop("", "", "", title) for title in supporting)
+            qid = rec["_id"] if "_id" in rec else rec["id"]
+            questions.append(Question(str(qid), rec["question"], rec["answer"], (), hops, supporting, "hotpotqa"))
     return questions
 
 
@@ -137,15 +151,11 @@ def load_dataset(path: str | Path, format: str | None = None, limit: int | None 
     first = next(records, None)
     if first is None:
         raise ValueError(f"{path}: no records")
-    fmt = format or _format_of(first, str(path))
+    fmt = format or _format_of(first[1], str(path))
     records = itertools.chain([first], records)
     if limit is not None:
         records = itertools.islice(records, int(limit))
     docs = _DocumentSet(fmt)
-    try:
-        questions = _musique(records, docs, answerable_only) if fmt == "musique" else _hotpotqa(records, docs)
-    except (KeyError, TypeError, AttributeError) as e:
-        raise ValueError(f"{path}: a record is not in the {fmt} format ({type(e).__name__}: {e}); see "
-                         "llm_marl_envs.search.loaders for the expected fields") from None
+    questions = _musique(records, docs, answerable_only) if fmt == "musique" else _hotpotqa(records, docs)
     spec = {"kind": fmt, "path": source, "limit": limit, "answerable_only": answerable_only}
     return Corpus(fmt, tuple(docs.docs), tuple(questions), spec=spec)
