@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import gc
+import logging
 import os
 import signal
+import sys
 import threading
 import time
 
@@ -152,6 +155,23 @@ def test_a_server_that_cannot_start_fails_fast_with_its_reason(tmp_path):
         again = rt.search(QUERY)  # within the retry window: answered at once with the same reason
         assert again.status == "server_error" and again.error == first.error
         assert time.monotonic() - start < 25
+
+
+def test_a_server_too_slow_to_start_leaves_no_unretrieved_exception(caplog):
+    """A start that times out, then is cancelled, printed "Future exception was never retrieved" when
+    the runtime's start future was collected (the session set an exception nobody awaited)."""
+    from mcp import StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    rt = SearchRuntime(SPEC, "subprocess", start_timeout_s=0.2)
+    hung = StdioServerParameters(command=sys.executable, args=["-c", "import time; time.sleep(30)"])
+    rt._target = lambda: stdio_client(hung)  # a server that never answers
+    with caplog.at_level(logging.ERROR, logger="asyncio"):
+        result = rt.search(QUERY)
+        rt.close()
+        gc.collect()
+    assert result.status == "server_error" and "did not start" in result.error
+    assert not [r for r in caplog.records if "never retrieved" in r.getMessage()]
 
 
 def test_runtimes_are_shared_by_environments_and_forks():

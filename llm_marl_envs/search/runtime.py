@@ -316,6 +316,7 @@ class SearchRuntime:
             try:
                 client = await asyncio.wait_for(asyncio.shield(ready), self.start_timeout_s)
             except BaseException as e:
+                ready.cancel()  # nobody waits on it now: an exception the session sets later was logged as never retrieved
                 reason = f"the search server did not start ({_short(e)}); {self._log_hint()}"
                 self._failed = (loop.time(), reason)
                 await self._teardown()
