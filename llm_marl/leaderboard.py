@@ -219,10 +219,12 @@ def check_extra_args(args: Any, table: Sequence[tuple[str, Sequence[str]]]) -> N
     if "mode" in parse_env_args(args.env_arg):  # a malformed KEY=VALUE is refused here too
         raise UserError("--env-arg mode: every row plays its own variant (the single-agent rows one, the others the "
                         "workflow), which it would replace; drop it")
-    commands = {tuple(argv): _subcommands(argv) for _, argv in table if argv[0] == "train"} or {(): _subcommands(["train"])}
+    # Train's flags depend on its --algo: each train row's own parser; sft's are the same for every row.
+    trained = list(dict.fromkeys(tuple(argv) for _, argv in table if argv[0] == "train")) or [("train",)]  # in the rows' order
+    commands = [_subcommands(argv) for argv in trained]
+    parsers = {"--train-arg": [c["train"] for c in commands], "--sft-arg": [commands[0]["sft"]]}
     for option, flags in _SET_BY_ROWS.items():
-        for command in commands.values():
-            parser = command["train" if option == "--train-arg" else "sft"]
+        for parser in parsers[option]:
             before = None  # the option an argument's value follows, when it is the next argument
             for arg in getattr(args, option[2:].replace("-", "_")):
                 action = _flag_action(parser, option, arg)

@@ -139,8 +139,9 @@ def _run_id(run_dir: Path) -> str:
     same name (under another --out-dir, or made again after the first was deleted) resume the old wandb run, which
     drops steps at or below the ones it already has."""
     path = run_dir / "wandb" / "llm-marl-run-id"
-    if path.is_file() and path.read_text().strip():
-        return path.read_text().strip()
+    kept = path.read_text().strip() if path.is_file() else ""
+    if kept:
+        return kept
     name = "".join(c if c.isalnum() or c in "-_" else "-" for c in run_dir.name)[:119]
     # A run that logged steps before ids were kept (a --resume of it) goes on with the id it had: its name.
     run_id = name if (run_dir / "metrics.jsonl").exists() else f"{name}-{secrets.token_hex(4)}"

@@ -153,12 +153,13 @@ def _check_resume_keeps(resume: str, saved: dict[str, Any], config: Any) -> None
         raise ValueError(f"a resumed run keeps its environment, algorithm, model, --policy, LoRA shape and directory: drop "
                          f"{', '.join(changed)}; or start a new run from its weights with --init-adapters "
                          f"{shlex.quote(str(Path(resume) / 'checkpoints' / 'step_N' / 'adapters'))}")
-    from llm_marl.trainer import EVAL_BEFORE, settings_before
+    from llm_marl.trainer import EVAL_BEFORE, recorded_settings
 
     try:  # the held-out evaluation after training is compared with the one before: the same episodes, or none
-        played = json.loads((Path(resume) / EVAL_BEFORE).read_text())["episodes"]
+        evaluated = json.loads((Path(resume) / EVAL_BEFORE).read_text())
+        played = evaluated["episodes"]
     except (OSError, ValueError, KeyError, TypeError):
-        played = None  # not evaluated before training (or a damaged file): nothing to compare with
+        evaluated, played = None, None  # not evaluated before training (or a damaged file): nothing to compare with
     scores_elsewhere = f"llm-marl eval --adapters {shlex.quote(str(resume))} scores the trained adapters"
     if played is not None and config.run.eval_episodes not in (0, played):
         raise ValueError(f"--eval-episodes {config.run.eval_episodes}: {resume} was evaluated on {played} held-out episodes "
@@ -166,7 +167,7 @@ def _check_resume_keeps(resume: str, saved: dict[str, Any], config: Any) -> None
                          f"pass --eval-episodes {played} (or 0: none after training); {scores_elsewhere} on any number of episodes")
     # The tasks and reply length of the one before are played after training whatever the resume trains with; the prompts
     # are the engine's, built with the thinking switch the run goes on with.
-    before = settings_before(Path(resume))
+    before = recorded_settings(evaluated)
     thinking = (config.model.thinking, config.model.thinking_roles)
     if before is not None and config.run.eval_episodes and thinking != (before["thinking"], before["thinking_roles"]):
         was = f"--thinking-roles {before['thinking_roles']}" if before["thinking_roles"] else \
@@ -347,15 +348,14 @@ def cmd_eval(args: argparse.Namespace) -> int:
         # A run's adapters are scored on the tasks and reply length they were trained with (an --env-arg overrides its
         # key, as it does a --config file's); other adapters, or none, on the configuration `train` uses without --env-arg.
         trained = trained_settings(args.adapters, args.env)
-        if trained:
-            env_kwargs = {**trained["env_args"], **given}
-        else:
-            env_kwargs = quick_env_args(get_env(args.env).name, given)
         if args.max_new_tokens is None:
             args.max_new_tokens = trained.get("max_new_tokens", EVAL_MAX_NEW_TOKENS)
         if trained:
+            env_kwargs = {**trained["env_args"], **given}
             print(f"eval: as {trained['run']} trained (its config.json): environment options {json.dumps(env_kwargs)}, "
                   f"--max-new-tokens {args.max_new_tokens} (--env-arg and --max-new-tokens choose others)", file=sys.stderr)
+        else:
+            env_kwargs = quick_env_args(get_env(args.env).name, given)
         if args.n is None and make_raw(args.env, **env_kwargs).dataset_instances() is None:
             args.n = 20  # generated instances; a dataset's default is every row of the split
         episode_tasks(args.env, args.n, args.split, args.seed, env_kwargs)  # a too-small dataset says so before any model loads

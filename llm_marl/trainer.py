@@ -597,14 +597,20 @@ def eval_settings(config: TrainConfig) -> dict[str, Any]:
             "thinking": config.model.thinking, "thinking_roles": config.model.thinking_roles}
 
 
+def recorded_settings(result: Any) -> dict[str, Any] | None:
+    """The `eval_settings` a held-out evaluation's result records (None for none: a result written before they
+    were recorded, or no result)."""
+    settings = result.get("settings") if isinstance(result, dict) else None
+    return settings if isinstance(settings, dict) and set(settings) == {"env_args", "max_new_tokens", "thinking",
+                                                                        "thinking_roles"} else None
+
+
 def settings_before(run_path: Path) -> dict[str, Any] | None:
     """The settings eval_before.json was played with (None for none, or one written before they were recorded)."""
     try:
-        settings = json.loads((Path(run_path) / EVAL_BEFORE).read_text())["settings"]
-    except (OSError, ValueError, KeyError, TypeError):
+        return recorded_settings(json.loads((Path(run_path) / EVAL_BEFORE).read_text()))
+    except (OSError, ValueError):
         return None
-    return settings if isinstance(settings, dict) and set(settings) == {"env_args", "max_new_tokens", "thinking",
-                                                                        "thinking_roles"} else None
 
 
 def held_out_eval(config: TrainConfig, engine: Any, policy: Any, path: Any, when: str, log: Any,

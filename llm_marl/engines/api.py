@@ -23,7 +23,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from llm_marl_envs.core.openai_client import make_client
+from llm_marl_envs.core.openai_client import make_client, tries
 
 from .base import Completion, GenerationRequest, GenerationResult, SamplingParams, no_room, split_reasoning
 
@@ -43,7 +43,7 @@ class _ContextFull(Exception):
 class APIEngine:
     """Engine over an OpenAI-compatible server (`base_url` like `http://127.0.0.1:8000/v1`).
 
-    `timeout_s` bounds each request (seconds); `max_retries` is how many times the SDK retries a
+    `timeout_s` bounds the wait to connect and for each part of an answer (seconds); `max_retries` is how many times the SDK retries a
     connection error, timeout, 429 or 5xx answer (with exponential backoff) before giving up.
     `thinking` (True/False) asks the server to render its chat template with `enable_thinking` set so
     (`chat_template_kwargs`, which vLLM, SGLang and llama.cpp read); roles (a tuple) ask it on for their
@@ -124,11 +124,11 @@ class APIEngine:
     def _create(self, body: dict[str, Any]) -> list[Any]:
         """The choices the server answered `body` with; APIError when it answered none or no chat completion."""
         openai = self._openai
-        tries = "1 try" if self.max_retries == 0 else f"{self.max_retries + 1} tries"
+        sent = tries(self.max_retries)
         try:
             raw = self.client.chat.completions.with_raw_response.create(**body)  # its text says what came instead
         except openai.APITimeoutError:
-            raise APIError(f"{self.url} did not answer within {self.timeout_s:g} s ({tries}); "
+            raise APIError(f"{self.url} did not answer within {self.timeout_s:g} s ({sent}); "
                            "raise --api-timeout or check the server") from None
         except openai.APIConnectionError as exc:
             raise APIError(f"cannot reach {self.url} ({exc.__cause__ or exc}); start the server or fix --base-url") from None

@@ -137,7 +137,7 @@ from .mutation import MutationAnalysis, analyse
 from .parse import parse_code, parse_test
 from .problems import Problem, TestCase, check_unique, load_problems, with_newline
 from .prompts import TestRun, TurnRecord
-from .runner import RunCache, outputs_match, passes, program_jobs, program_limits, run_program, run_trusted
+from .runner import RunCache, output_room, outputs_match, passes, program_jobs, program_limits, run_program, run_trusted
 
 LAMBDA_CODE = 0.5
 CODER_COEF = {"build": 0.10, "run": 0.10, "nr": 0.80}
@@ -357,7 +357,7 @@ class raw_env(TextAECEnv):
         if self._golden is None:
             self._golden = golden_tests(self.instance, self.hidden_tests, self.sandbox, self.time_limit_s)
             # Programs get room to print the longest expected output (datasets ship outputs of megabytes).
-            self._longest_output = max((len(t.output.encode("utf-8", "surrogatepass")) for t in self._golden), default=0)
+            self._output_bytes = output_room(self.sandbox.limits.output_bytes, (t.output for t in self._golden))
         return self._golden
 
     def analysis(self) -> MutationAnalysis | None:
@@ -386,8 +386,8 @@ class raw_env(TextAECEnv):
         return self._play_coder(reply) if agent == "coder" else self._play_tester(reply)
 
     def _limits(self):
-        self.golden()  # sets _longest_output
-        return program_limits(self.sandbox, self.time_limit_s, self._longest_output)
+        self.golden()  # sets _output_bytes
+        return program_limits(self.sandbox, self.time_limit_s, self._output_bytes)
 
     def _reference_limits(self):
         return program_limits(self.sandbox, max(self.time_limit_s, 2.0))

@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from ..sandbox import Sandbox, SandboxLimits
-from .runner import batch_job, run_batch
+from .runner import batch_job, output_room, run_batch
 
 OPERATORS = ("comparison", "boundary", "arithmetic", "constant", "boolean", "return")
 MAX_MUTANTS = 60
@@ -288,10 +288,9 @@ def analyse(sandbox: Sandbox, reference: str, pool: list[tuple[str, str | None]]
     """
     candidates = generate_mutants(reference, max_mutants)
     inputs = [stdin for stdin, _ in pool]
-    # Room for the dataset's longest expected output, as the coder's program gets (runner.program_limits).
-    longest = max((len(expected.encode("utf-8", "surrogatepass")) for _, expected in pool if expected), default=0)
+    # Room for the dataset's longest expected output, as the coder's program gets.
     result = _kill_matrix(sandbox, reference, [m.source for m in candidates], inputs, time_limit_s, stop=True,
-                          output_cap=max(1 << 20, 2 * longest))
+                          output_cap=output_room(1 << 20, (expected for _, expected in pool if expected)))
     if result is None:
         return MutationAnalysis([], len(candidates), False, "the reference solution could not be run")
     reference_runs, rows = result

@@ -20,6 +20,7 @@ import hashlib
 import json
 import threading
 from collections import OrderedDict
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -42,18 +43,25 @@ def passes(result: ExecResult, expected: str) -> bool:
     return result.ok and outputs_match(result.stdout, expected)
 
 
-def program_limits(sandbox: Sandbox, time_limit_s: float, expected_bytes: int = 0) -> SandboxLimits:
+def output_room(cap: int, expected: Iterable[str]) -> int:
+    """`cap`, or twice the longest of the `expected` outputs a program is judged on (in bytes) when that is more:
+    a dataset's expected output can be longer than the sandbox's cap, and a correct program (or the reference the
+    mutation analysis runs) must not be killed for printing it."""
+    longest = max((len(text.encode("utf-8", "surrogatepass")) for text in expected), default=0)
+    return max(cap, 2 * longest)
+
+
+def program_limits(sandbox: Sandbox, time_limit_s: float, output_bytes: int = 0) -> SandboxLimits:
     """The sandbox's limits with a per-test time limit (never looser than the sandbox's own).
 
     The limit is on CPU time (the sandbox rounds it up to whole seconds); the wall clock gets
     2 * time_limit_s + 1 s, so a busy machine does not fail a correct program while a sleeping
-    one is still stopped. The output cap is the sandbox's, or twice `expected_bytes` (the longest
-    expected output the program is judged on) when that is more: a dataset's expected output can
-    be longer than the sandbox's cap, and a correct program must not be killed for printing it.
+    one is still stopped. The output cap is the sandbox's, or `output_bytes` (`output_room`) when
+    that is more.
     """
     base = sandbox.limits
     return replace(base, wall_time_s=min(base.wall_time_s, 2 * time_limit_s + 1.0), cpu_time_s=min(base.cpu_time_s, time_limit_s),
-                   output_bytes=max(base.output_bytes, 2 * expected_bytes))
+                   output_bytes=max(base.output_bytes, output_bytes))
 
 
 class RunCache:

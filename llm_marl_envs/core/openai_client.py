@@ -15,8 +15,8 @@ from typing import Any
 
 def make_client(base_url: str, api_key: str | None = None, timeout_s: float = 60.0, max_retries: int = 2) -> Any:
     """An `openai.OpenAI` client for `base_url` (e.g. http://127.0.0.1:8000/v1): each request waits at most
-    `timeout_s` seconds and is retried `max_retries` times (connection errors, timeouts, 429, 5xx; with
-    backoff). ImportError when the `openai` package is missing; ValueError for a key no HTTP header can carry."""
+    `timeout_s` seconds to connect and for each part of the answer (the HTTP client's timeout, not a total) and
+    is retried `max_retries` times (connection errors, timeouts, 429, 5xx; with backoff). ImportError when the `openai` package is missing; ValueError for a key no HTTP header can carry."""
     import openai
 
     # The line break a key file or a paste leaves is dropped; what else a header cannot carry would fail each request
@@ -26,3 +26,8 @@ def make_client(base_url: str, api_key: str | None = None, timeout_s: float = 60
         raise ValueError(f"the API key{'' if api_key else ' in $OPENAI_API_KEY'} has a character no HTTP header can carry "
                          "(non-ASCII, or a control character, as a copy may add): set it again")
     return openai.OpenAI(base_url=base_url.rstrip("/"), api_key=key, timeout=timeout_s, max_retries=max(0, max_retries))
+
+
+def tries(max_retries: int) -> str:
+    """How many times a request was sent with `max_retries` retries, in words: "1 try", "3 tries"."""
+    return "1 try" if max_retries == 0 else f"{max_retries + 1} tries"

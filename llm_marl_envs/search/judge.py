@@ -19,7 +19,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from ..core.openai_client import make_client
+from ..core.openai_client import make_client, tries
 
 JUDGE_PROMPT = """You are grading an answer to a question against the ground-truth answer.
 
@@ -85,8 +85,7 @@ def chat_completion(config: JudgeConfig, prompt: str, max_tokens: int = 8) -> tu
                                                temperature=0, max_tokens=max_tokens)
         text = reply.choices[0].message.content
     except openai.APITimeoutError:
-        tries = "1 try" if config.max_retries == 0 else f"{config.max_retries + 1} tries"
-        return None, f"judge failed: {url} did not answer within {config.timeout_s:g} s ({tries})"
+        return None, f"judge failed: {url} did not answer within {config.timeout_s:g} s ({tries(config.max_retries)})"
     except openai.APIConnectionError as exc:
         return None, f"judge failed: cannot reach {url} ({exc.__cause__ or exc})"
     except openai.APIStatusError as exc:
