@@ -93,12 +93,30 @@ def evaluate(engine: Engine, env: str, *, n: int | None = None, split: str = "te
       `context_overflow_rate[role]`: prompts longer than the model's context window, left without a reply.
 
     `on_wave` is the rollout's progress callback (`llm_marl.rollout.rollout`).
+
+    When the engine fails (an API error after its retries, say) after some episodes ended, its error is raised
+    with `.partial_result`: these scores of the episodes that ended, with "partial": {"episodes", "of", "error"}
+    (how many of how many were played, and the error). They are the episodes that ended first (the shorter ones,
+    in an environment of several turns), not a sample of all.
     """
     from llm_marl_envs.registry import get
 
     tasks = episode_tasks(env, n, split, seed, env_kwargs)
     env = get(env).name  # the result names the environment as play and train do, not by the alias given
-    out = rollout(tasks, parallel(1), engine, sigma=sigma, sampling=sampling, on_wave=on_wave)
+    try:
+        out = rollout(tasks, parallel(1), engine, sigma=sigma, sampling=sampling, on_wave=on_wave)
+    except Exception as exc:
+        played = getattr(exc, "rollout_so_far", None)
+        if played is not None and played.episodes:
+            exc.partial_result = {**_scores(played, env, split),  # type: ignore[attr-defined]
+                                  "partial": {"episodes": len(played.episodes), "of": len(tasks), "error": str(exc)}}
+        raise
+    return _scores(out, env, split)
+
+
+def _scores(out: Any, env: str, split: str) -> dict[str, Any]:
+    """`evaluate`'s result for the episodes of rollout `out` (the replies of lines of play that did not end are left out)."""
+    ended = {sid for episode in out.episodes for sid in episode.sample_ids}
     returns: dict[str, list[float]] = defaultdict(list)
     for episode in out.episodes:
         for role, value in episode.returns.items():
@@ -109,6 +127,8 @@ def evaluate(engine: Engine, env: str, *, n: int | None = None, split: str = "te
     overflow: dict[str, list[float]] = defaultdict(list)
     turns: dict[str, int] = {}
     for sample in out.samples:
+        if sample.sample_id not in ended:
+            continue
         cut, no_room = sample.finish_reason == "length", sample.finish_reason == "context"
         step_rewards[sample.role].append(sample.reward)
         truncated[sample.role].append(float(cut))
@@ -129,6 +149,6 @@ def evaluate(engine: Engine, env: str, *, n: int | None = None, split: str = "te
         "truncated_rate": {role: mean(v) for role, v in sorted(truncated.items())},
         "context_overflow_rate": {role: mean(v) for role, v in sorted(overflow.items())},
         "mean_turns": mean(list(turns.values())),
-        "replies": len(out.samples),
+        "replies": len(ended),
         "cut_episodes": int(out.stats.get("cut_episodes", 0)),
     }

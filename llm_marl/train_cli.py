@@ -365,21 +365,41 @@ def cmd_eval(args: argparse.Namespace) -> int:
     engine, sigma = _eval_engine(args, env_kwargs, UserError)
     from llm_marl.engines.api import APIError
 
+    def record(result: dict[str, Any], out: str | None) -> None:
+        result.update({"env_args": env_kwargs, "max_new_tokens": args.max_new_tokens, "model": args.model,
+                       "adapters": args.adapters, "engine": args.engine, "thinking": args.thinking,
+                       **({} if args.engine == "api" else {"dtype": args.dtype})})
+        text = json.dumps(result, indent=2)
+        print(text)  # first: a file that cannot be written then loses nothing
+        if out:
+            write_output_file(Path(out), text + "\n", "--out")
+
     try:
         result = evaluate(engine, args.env, n=args.n, split=args.split, seed=args.seed, env_kwargs=env_kwargs,
                           sigma=sigma, sampling=sampling)
-    except (ValueError, APIError) as exc:
+    except APIError as exc:
+        partial = getattr(exc, "partial_result", None)
+        if partial is None:
+            raise UserError(str(exc)) from None
+        # Beside --out, never in it: a file there is taken for the whole evaluation (the leaderboard's rows are).
+        out = partial_path(args.out) if args.out else None
+        record(partial, out)
+        played = f"{partial['partial']['episodes']} of {partial['partial']['of']} episodes"
+        raise UserError(f"{exc}; the scores of the {played} that ended before it are on stdout"
+                        f"{f' and in {out}' if out else ''}, marked \"partial\"") from None
+    except ValueError as exc:
         raise UserError(str(exc)) from None
     finally:
         engine.close()
-    result.update({"env_args": env_kwargs, "max_new_tokens": args.max_new_tokens, "model": args.model, "adapters": args.adapters,
-                   "engine": args.engine, "thinking": args.thinking,
-                   **({} if args.engine == "api" else {"dtype": args.dtype})})
-    text = json.dumps(result, indent=2)
-    print(text)  # first: a file that cannot be written then loses nothing
-    if args.out:
-        write_output_file(Path(args.out), text + "\n", "--out")
+    record(result, args.out)
     return 0
+
+
+def partial_path(out: str) -> str:
+    """Where `eval` writes the scores of an evaluation an API error cut short, when --out is `out`: eval.json ->
+    eval.partial.json."""
+    path = Path(out)
+    return str(path.with_name(f"{path.stem}.partial{path.suffix}"))
 
 
 EVAL_MAX_NEW_TOKENS = 256  # eval's reply length for adapters that are not a run's, or none

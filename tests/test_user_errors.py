@@ -23,15 +23,22 @@ from tests.test_cli import README
 class _Server(BaseHTTPRequestHandler):
     """OpenAI-compatible `/v1/chat/completions`: every model answers as the plan_path oracle planner
     (from the prompt text alone), but model "say:WORD" answers WORD (a judge's label), "garbled" answers
-    JSON that is no chat completion, and "slow" waits 30 s first. Any other path is a 404."""
+    JSON that is no chat completion, "slow" waits 30 s first, and "fail-after:N" answers the first N
+    requests, then HTTP 500 (0.3 s late, so that the answers before reach the client first). Any other path is a 404."""
 
     seen: list[dict] = []
+    lock = threading.Lock()
 
     def do_POST(self):  # noqa: N802 (http.server API)
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        type(self).seen.append({"path": self.path, "auth": self.headers.get("Authorization"), **body})
+        with type(self).lock:
+            type(self).seen.append({"path": self.path, "auth": self.headers.get("Authorization"), **body})
+            count = len(type(self).seen)
         if self.path != "/v1/chat/completions":
             return self._send(404, {"error": {"message": "Not Found", "type": "not_found"}})
+        if body["model"].startswith("fail-after:") and count > int(body["model"].split(":")[1]):
+            time.sleep(0.3)
+            return self._send(500, {"error": {"message": "the GPU fell over", "type": "server_error"}})
         if body["model"] == "slow":
             time.sleep(30)
         if body["model"] == "garbled":
@@ -159,6 +166,28 @@ def test_eval_engine_api_reads_the_key_from_the_environment(capsys, server, monk
     assert result["episodes"] == 2 and result["success_rate"] == 1.0 and result["engine"] == "api"
     assert {s["auth"] for s in _Server.seen} == {"Bearer sk-env"}
     assert all(s["temperature"] == 0.0 for s in _Server.seen)
+
+
+def test_eval_an_api_error_late_keeps_the_episodes_that_ended(capsys, server, tmp_path):
+    """A server that fails after its first answers once cost every episode played: eval ended in the error alone.
+    Now the episodes that ended are scored, marked partial (how many of how many, and the error), on stdout and
+    beside --out (never in it: a file there is the whole evaluation's), and eval still fails with one line."""
+    out = tmp_path / "eval.json"
+    argv = ["eval", *PLANNER, "--engine", "api", "--base-url", f"{server}/v1", "--n", "4", "--api-retries", "0", "--out", str(out)]
+    err = one_line_error(capsys, [*argv, "--model", "fail-after:2"], "HTTP 500", "the GPU fell over",
+                         f"the scores of the 2 of 4 episodes that ended before it are on stdout and in {tmp_path / 'eval.partial.json'}",
+                         'marked "partial"')
+    partial = json.loads((tmp_path / "eval.partial.json").read_text())
+    assert not out.exists() and partial["episodes"] == 2 and partial["success_rate"] == 1.0 and partial["replies"] == 2
+    assert partial["partial"]["episodes"] == 2 and partial["partial"]["of"] == 4 and "HTTP 500" in partial["partial"]["error"]
+    assert partial["engine"] == "api" and partial["model"] == "fail-after:2" and "Traceback" not in err
+    # The first answer already an error: nothing ended, nothing written, as before.
+    one_line_error(capsys, [*argv, "--model", "fail-after:0"], "HTTP 500")
+    assert json.loads((tmp_path / "eval.partial.json").read_text())["model"] == "fail-after:2"
+    # Every answer given: the result as always, with no "partial".
+    assert main([*argv, "--model", "oracle"]) == 0
+    result = json.loads(out.read_text())
+    assert "partial" not in result and result["episodes"] == 4 and result["replies"] == 4
 
 
 # -------------------------------------------------------------------------------- api mistakes

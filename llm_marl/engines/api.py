@@ -6,7 +6,9 @@ judges use too (`llm_marl_envs.core.openai_client`): the key is the `api_key` ar
 server applies its own chat template and tokenizer, so token ids are not available: completions carry text, no token ids, and log-probs only when the server returns them
 (`logprobs: true`). Adapters are not supported -- the endpoint serves whatever model it serves --
 and a request naming one is a ValueError rather than a silent base-model answer. `n` is sent as
-the `n` field; servers that return fewer choices are asked again for the rest.
+the `n` field; servers that return fewer choices are asked again for the rest. An error of `generate`
+carries `.answered`: the results of the requests answered before it (None for the others), which the
+rollout driver keeps.
 
 A request the server refuses for its context window is not an error, as with the other engines: a
 prompt that fits but whose `max_tokens` would pass the window is asked again with the room left
@@ -80,8 +82,17 @@ class APIEngine:
             if r.adapter is not None:
                 raise ValueError(f"the api engine serves no LoRA adapters (request asked for {r.adapter!r}); "
                                  "evaluate adapters with --engine hf or vllm")
-        completions = _in_threads(lambda r: self._complete(r, sampling), requests, self.max_concurrency)
-        return [GenerationResult(request=r, prompt_ids=[], completions=c) for r, c in zip(requests, completions)]
+        answered: list[GenerationResult | None] = [None] * len(requests)
+
+        def answer(i: int) -> None:
+            answered[i] = GenerationResult(request=requests[i], prompt_ids=[], completions=self._complete(requests[i], sampling))
+
+        try:
+            _in_threads(answer, range(len(requests)), self.max_concurrency)
+        except Exception as exc:
+            exc.answered = list(answered)  # type: ignore[attr-defined]  # what the rollout keeps of this call (None: not answered)
+            raise
+        return answered  # type: ignore[return-value]
 
     def sync_adapters(self) -> None:
         pass

@@ -296,6 +296,11 @@ def rollout(tasks: list[Task], plan: SamplingPlan, engine: Engine, sigma: Sigma 
     then takes its own call's result (`Sandbox.prefetched`, `SearchRuntime.prefetched`). Samples
     and rewards are those of `prefetch=False` (for deterministic programs and search backends);
     only the wall time differs.
+
+    When `engine.generate` raises, its error is raised with `.rollout_so_far` set: a Rollout of the lines of
+    play that ended before it (the scores of an evaluation that the engine's failure cut short). Those of the
+    failing wave whose requests were answered are stepped first, when the error's `.answered` lists the
+    results of the requests answered (None for the others), as the api engine's does.
     """
     sampling = sampling or SamplingParams()
     adapter_of = resolve_sigma(sigma)
@@ -314,6 +319,12 @@ def rollout(tasks: list[Task], plan: SamplingPlan, engine: Engine, sigma: Sigma 
             _settle(env)
             live.extend(plan.start(task, env))
 
+    def ended(branch: Branch) -> bool:
+        return branch.error is not None or is_done(branch.env) or branch.steps >= max_steps
+
+    def finish(branch: Branch) -> Episode:
+        return rec.finish(branch, cut=branch.error is not None or not is_done(branch.env))
+
     wave = 0
     while live:
         pending: list[tuple[Branch, str, dict[str, Any], str | None, Decision]] = []
@@ -321,9 +332,8 @@ def rollout(tasks: list[Task], plan: SamplingPlan, engine: Engine, sigma: Sigma 
         with clock.env():
             while queue:
                 branch = queue.pop(0)
-                if branch.error is not None or is_done(branch.env) or branch.steps >= max_steps:
-                    episode = rec.finish(branch, cut=branch.error is not None or not is_done(branch.env))
-                    queue.extend(plan.finished(branch, episode))  # replays join this very wave
+                if ended(branch):
+                    queue.extend(plan.finished(branch, finish(branch)))  # replays join this very wave
                     continue
                 agent = branch.env.agent_selection
                 obs = branch.env.observe(agent)
@@ -341,7 +351,21 @@ def rollout(tasks: list[Task], plan: SamplingPlan, engine: Engine, sigma: Sigma 
         by_index: dict[int, GenerationResult] = {}
         if requests:
             t = time.perf_counter()
-            results = engine.generate(requests, _wave_sampling(sampling, wave))
+            try:
+                results = engine.generate(requests, _wave_sampling(sampling, wave))
+            except Exception as exc:
+                # What was played is kept: the lines this wave's answered requests end, then those that had ended.
+                answered = getattr(exc, "answered", None) or []
+                by_index = {req.tag.index: res for req, res in zip(requests, answered)
+                            if res is not None and len(res.completions) == req.n}
+                kept = [i for i, p in enumerate(pending) if p[4].replies is not None or i in by_index]
+                with clock.env():
+                    for branch in _step_wave(rec, plan, [pending[i] for i in kept], [by_index.get(i) for i in kept],
+                                             stats, prefetch):
+                        if ended(branch):
+                            finish(branch)
+                exc.rollout_so_far = _rollout(rec, clock, stats, wave)  # type: ignore[attr-defined]
+                raise
             clock.generate_s += time.perf_counter() - t
             stats["engine_calls"] += 1
             if len(results) != len(requests):
@@ -354,29 +378,42 @@ def rollout(tasks: list[Task], plan: SamplingPlan, engine: Engine, sigma: Sigma 
             stats["completions"] += sum(r.n for r in requests)
             stats["counterfactual_completions"] += sum(d.n for b, _, _, _, d in pending
                                                        if d.replies is None and b.counterfactual is not None)
-        turns = []
-        for i, (branch, agent, obs, adapter, decision) in enumerate(pending):
-            if decision.replies is None:
-                res = by_index[i]
-                replies = [Reply(c.text, list(c.token_ids), list(c.logprobs), c.finish_reason, reasoning=c.reasoning)
-                           for c in res.completions]
-                prompt_ids = list(res.prompt_ids)
-            else:
-                replies = [Reply(text, [], [], "fixed", sampled=False) for text in decision.replies]
-                prompt_ids = []
-                stats["fixed_replies"] += len(replies)
-                if branch.counterfactual is not None:
-                    stats["counterfactual_fixed_replies"] += len(replies)
-            turns.append((branch, agent, obs, adapter, prompt_ids, replies))
-        live = []
-        with clock.env(), _prefetched_runs(turns if prefetch else [], stats):
-            for branch, agent, obs, adapter, prompt_ids, replies in turns:
-                live.extend(plan.expand(Turn(rec, branch, agent, obs, adapter, prompt_ids, replies)))
+        with clock.env():
+            live = _step_wave(rec, plan, pending, [by_index.get(i) for i in range(len(pending))], stats, prefetch)
         wave += 1
         if on_wave is not None:
             on_wave({"waves": wave, "completions": stats["completions"], "episodes": len(rec.episodes), "live": len(live)})
     if on_wave is not None:  # the last wave's lines were recorded as finished after its report
         on_wave({"waves": wave, "completions": stats["completions"], "episodes": len(rec.episodes), "live": 0})
+    return _rollout(rec, clock, stats, wave)
+
+
+def _step_wave(rec: _Recorder, plan: SamplingPlan, pending: list[tuple[Branch, str, dict[str, Any], str | None, Decision]],
+               results: list[GenerationResult | None], stats: dict[str, int], prefetch: bool) -> list[Branch]:
+    """Apply a wave's replies (`results[i]`: the engine's answer to `pending[i]`, None for a plan's fixed replies);
+    the live branches after."""
+    turns = []
+    for (branch, agent, obs, adapter, decision), res in zip(pending, results):
+        if decision.replies is None:
+            replies = [Reply(c.text, list(c.token_ids), list(c.logprobs), c.finish_reason, reasoning=c.reasoning)
+                       for c in res.completions]
+            prompt_ids = list(res.prompt_ids)
+        else:
+            replies = [Reply(text, [], [], "fixed", sampled=False) for text in decision.replies]
+            prompt_ids = []
+            stats["fixed_replies"] += len(replies)
+            if branch.counterfactual is not None:
+                stats["counterfactual_fixed_replies"] += len(replies)
+        turns.append((branch, agent, obs, adapter, prompt_ids, replies))
+    live: list[Branch] = []
+    with _prefetched_runs(turns if prefetch else [], stats):
+        for branch, agent, obs, adapter, prompt_ids, replies in turns:
+            live.extend(plan.expand(Turn(rec, branch, agent, obs, adapter, prompt_ids, replies)))
+    return live
+
+
+def _rollout(rec: _Recorder, clock: _Clock, stats: dict[str, int], wave: int) -> Rollout:
+    stats = dict(stats)
     stats["waves"] = wave
     stats["samples"] = len(rec.samples)
     stats["episodes"] = len(rec.episodes)
