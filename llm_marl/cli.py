@@ -103,6 +103,9 @@ def add_api_arguments(p: argparse.ArgumentParser, what: str) -> None:
     p.add_argument("--base-url", default=None, help=f"with {what}: the OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1")
     p.add_argument("--api-key", default=None, help=f"with {what}: the endpoint's key (default: $OPENAI_API_KEY; local servers need none)")
     p.add_argument("--api-timeout", type=float, default=60.0, help=f"with {what}: seconds to wait to connect and for each part of an answer")
+    p.add_argument("--api-deadline", type=float, default=1800.0,
+                   help=f"with {what}: seconds one request may take in all, its retries included (a server that answers "
+                        "a byte at a time is never timed out by --api-timeout)")
     p.add_argument("--api-retries", type=int, default=2, help=f"with {what}: retries of a failed or timed-out request")
 
 
@@ -115,7 +118,7 @@ def make_api_engine(args: argparse.Namespace, what: str) -> Any:
                         "and --model (the model name it serves)")
     try:
         return APIEngine(base_url=args.base_url, model=args.model, api_key=args.api_key, timeout_s=args.api_timeout,
-                         max_retries=args.api_retries, thinking=args.thinking)
+                         max_retries=args.api_retries, thinking=args.thinking, deadline_s=args.api_deadline)
     except (ValueError, APIError) as exc:
         raise UserError(str(exc)) from None
 

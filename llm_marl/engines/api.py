@@ -25,7 +25,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from llm_marl_envs.core.openai_client import make_client, tries
+from llm_marl_envs.core.openai_client import DeadlinePassed, make_client, tries, within
 
 from .base import Completion, GenerationRequest, GenerationResult, SamplingParams, no_room, split_reasoning
 
@@ -46,7 +46,9 @@ class APIEngine:
     """Engine over an OpenAI-compatible server (`base_url` like `http://127.0.0.1:8000/v1`).
 
     `timeout_s` bounds the wait to connect and for each part of an answer (seconds); `max_retries` is how many times the SDK retries a
-    connection error, timeout, 429 or 5xx answer (with exponential backoff) before giving up.
+    connection error, timeout, 429 or 5xx answer (with exponential backoff) before giving up; `deadline_s` bounds
+    a request's whole time, its retries included (a server that sends its answer a byte at a time is never
+    timed out by `timeout_s`).
     `thinking` (True/False) asks the server to render its chat template with `enable_thinking` set so
     (`chat_template_kwargs`, which vLLM, SGLang and llama.cpp read); roles (a tuple) ask it on for their
     requests and off for the others'; None leaves the server's default.
@@ -54,7 +56,7 @@ class APIEngine:
 
     def __init__(self, base_url: str, model: str, api_key: str | None = None, timeout_s: float = 60.0,
                  max_retries: int = 2, max_concurrency: int = 4, request_logprobs: bool = False,
-                 thinking: bool | tuple[str, ...] | None = None):
+                 thinking: bool | tuple[str, ...] | None = None, deadline_s: float = 1800.0):
         try:
             import openai
         except ImportError:
@@ -67,6 +69,9 @@ class APIEngine:
         self.url = self.base_url + "/chat/completions"
         self.model = model
         self.timeout_s = timeout_s
+        if not 0 < deadline_s < math.inf:
+            raise ValueError(f"--api-deadline must be a number of seconds > 0, got {deadline_s}")
+        self.deadline_s = deadline_s
         if max_retries < 0:  # once quietly taken for 0
             raise ValueError(f"--api-retries must be a whole number >= 0, got {max_retries}")
         self.max_retries = max_retries
@@ -137,7 +142,10 @@ class APIEngine:
         openai = self._openai
         sent = tries(self.max_retries)
         try:
-            raw = self.client.chat.completions.with_raw_response.create(**body)  # its text says what came instead
+            raw = within(self.deadline_s, self.client.chat.completions.with_raw_response.create, **body)  # its text says what came instead
+        except DeadlinePassed:
+            raise APIError(f"{self.url} did not finish answering within {self.deadline_s:g} s, a request's whole time "
+                           "(--api-deadline); raise it or check the server") from None
         except openai.APITimeoutError:
             raise APIError(f"{self.url} did not answer within {self.timeout_s:g} s ({sent}); "
                            "raise --api-timeout or check the server") from None

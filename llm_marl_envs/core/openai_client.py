@@ -10,6 +10,8 @@ server loads `llm_marl_envs` without it.
 from __future__ import annotations
 
 import os
+import threading
+from collections.abc import Callable
 from typing import Any
 
 
@@ -31,3 +33,32 @@ def make_client(base_url: str, api_key: str | None = None, timeout_s: float = 60
 def tries(max_retries: int) -> str:
     """How many times a request was sent with `max_retries` retries, in words: "1 try", "3 tries"."""
     return "1 try" if max_retries == 0 else f"{max_retries + 1} tries"
+
+
+class DeadlinePassed(Exception):
+    """`within`'s call did not end by its deadline."""
+
+
+def within(deadline_s: float, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+    """`fn(*args, **kwargs)`, waited for at most `deadline_s` seconds in all: its result, its error, or DeadlinePassed.
+
+    The HTTP client's timeout bounds each wait for a part of an answer, not the answer, so a server that sends a
+    byte every few seconds holds a request forever (httpx has no total timeout). The call runs on a daemon thread;
+    past the deadline it is left there, where it holds no process open, until the server or the socket ends it."""
+    done = threading.Event()
+    outcome: list[Any] = []
+
+    def call() -> None:
+        try:
+            outcome.append((True, fn(*args, **kwargs)))
+        except BaseException as exc:  # noqa: BLE001 -- raised in the caller's thread
+            outcome.append((False, exc))
+        done.set()
+
+    threading.Thread(target=call, daemon=True).start()
+    if not done.wait(deadline_s):
+        raise DeadlinePassed()
+    ok, value = outcome[0]
+    if not ok:
+        raise value
+    return value
