@@ -10,8 +10,9 @@
   A resumed run purges the steps it redoes.
 - `wandb` and `trackio` log the same metrics and the config to the project `llm-marl`; they are
   optional extras (`pip install 'llm-marl[wandb]'`, `'llm-marl[trackio]'`). A wandb run that cannot
-  start (no login, no server) is a `TrackerError` naming the fixes. Its id, the run's name and a
-  random suffix, is kept in the run directory (`wandb/llm-marl-run-id`) for `--resume`.
+  start (no login, no server) is a `TrackerError` naming the fixes. The wandb run's id and the trackio
+  run's name (trackio knows a run by its name), the run's name and a random suffix, are kept in the
+  run directory (`wandb/llm-marl-run-id`, `trackio/llm-marl-run-id`) for `--resume`.
 - `none` logs nothing but `metrics.jsonl`.
 """
 
@@ -124,7 +125,7 @@ class TrackioTracker:
         import trackio
 
         self.trackio = trackio
-        trackio.init(project=PROJECT, name=run_dir.name, config=config, resume="allow")
+        trackio.init(project=PROJECT, name=_run_id(run_dir, "trackio"), config=config, resume="allow")
 
     def log(self, step: int, metrics: dict[str, Any]) -> None:
         self.trackio.log(numeric(metrics), step=step)
@@ -133,12 +134,13 @@ class TrackioTracker:
         self.trackio.finish()
 
 
-def _run_id(run_dir: Path) -> str:
-    """The wandb id of this run directory: its name and a random suffix, kept in `wandb/llm-marl-run-id` so that a
-    --resume goes on with the same wandb run. An id made of the name alone (resume="allow") made a new run of the
-    same name (under another --out-dir, or made again after the first was deleted) resume the old wandb run, which
-    drops steps at or below the ones it already has."""
-    path = run_dir / "wandb" / "llm-marl-run-id"
+def _run_id(run_dir: Path, tracker: str = "wandb") -> str:
+    """The wandb id (the trackio name) of this run directory: its name and a random suffix, kept in
+    `<tracker>/llm-marl-run-id` so that a --resume goes on with the same tracker run. An id made of the name alone
+    (resume="allow") made a new run of the same name (under another --out-dir, or made again after the first was
+    deleted) resume the old tracker run: wandb drops steps at or below the ones it already has, trackio appends
+    them to the old run's curves."""
+    path = run_dir / tracker / "llm-marl-run-id"
     kept = path.read_text().strip() if path.is_file() else ""
     if kept:
         return kept

@@ -124,6 +124,32 @@ def test_a_new_run_of_the_same_name_is_another_wandb_run_and_a_resume_the_same(t
     assert first != other and resumed == first and first.startswith("wb-")
 
 
+def test_a_new_run_of_the_same_name_is_another_trackio_run_and_a_resume_the_same(tmp_path, monkeypatch):
+    """trackio knows a run by its name, and resume="allow" appends to a run of that name: a second run directory named
+    as the first (another --out-dir, or made again after the first was deleted) logged into the first one's curves."""
+    from types import SimpleNamespace
+
+    from llm_marl.tracking import open_tracker
+
+    names = []
+    fake = SimpleNamespace(init=lambda **kwargs: names.append(kwargs["name"]), log=lambda metrics, step: None,
+                           finish=lambda: None, __spec__=importlib.machinery.ModuleSpec("trackio", None))
+    monkeypatch.setitem(sys.modules, "trackio", fake)
+    for root in ("a", "b", "a"):  # the run, another of its name, then a --resume of the first
+        run_dir = tmp_path / root / "tr"
+        run_dir.mkdir(parents=True, exist_ok=True)
+        open_tracker("trackio", run_dir, {}).close()
+        (run_dir / "metrics.jsonl").write_text('{"step": 1}\n')
+    first, other, resumed = names
+    assert first != other and resumed == first and first.startswith("tr-")
+    # A run that logged steps before names were kept goes on with the trackio run of its name.
+    old = tmp_path / "old" / "tr"
+    old.mkdir(parents=True)
+    (old / "metrics.jsonl").write_text('{"step": 1}\n')
+    open_tracker("trackio", old, {}).close()
+    assert names[-1] == "tr"
+
+
 def test_wandb_that_cannot_start_its_run_is_one_line(tmp_path, capsys, monkeypatch):
     """As with no API key (or no network): one line naming the fixes, and no run directory left behind."""
     monkeypatch.setitem(sys.modules, "wandb", _FakeWandb(UsageError("No API key configured. Use `wandb login` to log in.")))
