@@ -54,7 +54,7 @@ ENVS: dict[str, EnvEntry] = {
                  "push boxes onto goals: the tool's program searches moves, the planner decides", "AT-GRPO A.1.5"),
         EnvEntry("sudoku", "sudoku_v1", f"{NAMESPACE}/Sudoku-v1", ("tool", "planner"),
                  "fill a Sudoku with a unique solution: the tool's program solves, the planner verifies", "AT-GRPO A.1.3, A.2.2"),
-        EnvEntry("code", "code_v2", f"{NAMESPACE}/Code-v2", ("coder", "tester"),
+        EnvEntry("code", "code_v3", f"{NAMESPACE}/Code-v3", ("coder", "tester"),
                  "stdin/stdout programming: the coder writes a program, the tester writes test cases", "AT-GRPO A.1.2, A.2.2",
                  variants=(("mas", {}), ("coder", {"mode": "coder"}))),
         EnvEntry("math", "math_v2", f"{NAMESPACE}/Math-v2", ("reasoner", "tool"),
@@ -99,14 +99,15 @@ def available() -> dict[str, EnvEntry]:
 
 _KINDS = {bool: ("true or false", (bool,)), int: ("a whole number", (int,)), float: ("a number", (int, float)),
           str: ("text", (str,))}
-_OPTIONAL_KINDS = {"int | None": int}
-"""The annotations of options that default to None and otherwise take one kind of value (Sudoku's box_rows)."""
+_OPTIONAL_KINDS = {"int | None": int, "float | None": float}
+"""The annotations of options that default to None and otherwise take one kind of value (Sudoku's box_rows, Code's
+time_limit_s)."""
 
 
 def check_kwargs(name: str, kwargs: dict[str, Any]) -> None:
     """ValueError naming the options when one is unknown, and the option and the value expected when an
     option's value is of the wrong kind (e.g. `height='abc'` for an integer option); options without a
-    typed default (or an `int | None` annotation) are left to the env."""
+    typed default (or an `int | None` or `float | None` annotation) are left to the env."""
     entry = get(name)
     defaults = entry.kwargs()
     unknown = sorted(set(kwargs) - set(defaults) - {"sandbox", "render_mode"})

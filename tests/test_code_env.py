@@ -8,6 +8,7 @@ import json
 import pickle
 import re
 import zlib
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,7 @@ from hypothesis import strategies as st
 
 from agents import run_episode
 from agents.oracle import make_oracle
-from llm_marl_envs import code_v2
+from llm_marl_envs import code_v3
 from llm_marl_envs.code import bank
 from llm_marl_envs.code.env import CodeInstance, instance_for, mutation_analysis
 from llm_marl_envs.code.mutation import generate_mutants
@@ -55,7 +56,7 @@ def sandbox():
 
 
 def fresh(sandbox, mode="mas", problem=THRESHOLD, **kw):
-    env = code_v2.raw_env(mode=mode, problems=[problem], sandbox=sandbox, time_limit_s=0.5, **kw)
+    env = code_v3.raw_env(mode=mode, problems=[problem], sandbox=sandbox, time_limit_s=0.5, **kw)
     env.reset(seed=0, options={"instance": CodeInstance(problem, 0)})
     return env
 
@@ -203,7 +204,7 @@ def test_a_corrected_test_replaces_the_old_one(sandbox):
 
 def test_bank_problem_weak_and_strong_tests():
     problem = bank.BY_ID["sort_numbers"]
-    env = code_v2.raw_env(problems=[problem])
+    env = code_v3.raw_env(problems=[problem])
     env.reset(options={"instance": instance_for(problem)})
     analysis = env.analysis()
     weak = TestCase("1\n5\n", "5\n")
@@ -283,11 +284,11 @@ def test_coder_mode_is_one_turn(sandbox):
 )
 def test_bad_config_names_the_fix(kwargs, fix):
     with pytest.raises(ValueError, match=fix):
-        code_v2.raw_env(**kwargs)
+        code_v3.raw_env(**kwargs)
 
 
 def test_missing_split_names_the_fix(sandbox):
-    env = code_v2.raw_env(problems=[THRESHOLD], sandbox=sandbox)
+    env = code_v3.raw_env(problems=[THRESHOLD], sandbox=sandbox)
     with pytest.raises(ValueError, match="dataset_split"):
         env.reset(seed=0, options={"split": "train"})
 
@@ -443,6 +444,26 @@ def test_load_codecontests():
     assert problem.id == "1000_A. Bigger half" and problem.reference == "n = int(input())\nprint(n - n // 2)\n"
     assert [t.input for t in problem.tests] == ["5\n", "1\n", "100\n", "7\n"]  # public + private + generated, deduplicated
     assert problem.examples == (TestCase("5\n", "3\n"),) and problem.examples_in_statement
+    assert problem.time_limit_s == 2.5  # time_limit: {seconds: 2, nanos: 500000000}
+
+
+def test_a_codecontests_problem_runs_under_its_own_time_limit():
+    """The loader ignored CodeContests' `time_limit`: every problem ran under 1 CPU second, so a correct
+    program of a 2.5 s problem that needed 2 s was killed (timeout) and failed its tests."""
+    (problem,) = load_problems(FIXTURES / "code_codecontests.json", format="codecontests")
+    quick = replace(problem, id="quick", time_limit_s=0.5)
+    with Sandbox(SandboxLimits(wall_time_s=10.0, cpu_time_s=4.0)) as roomy, \
+            Sandbox(SandboxLimits(wall_time_s=2.0, cpu_time_s=2.0)) as tight:  # nothing runs: no worker starts
+        def limits(p, sandbox=roomy, **kw):
+            env = code_v3.raw_env(problems=[p], sandbox=sandbox, **kw)
+            env.reset(seed=0, options={"instance": CodeInstance(p, 0)})
+            return env.problem_time_limit(), env._limits().cpu_time_s, env._limits().wall_time_s, env._reference_limits().cpu_time_s
+
+        assert limits(problem) == (2.5, 2.5, 6.0, 2.5)
+        assert limits(quick) == (1.0, 1.0, 3.0, 2.0)  # a limit below the default (1 s) gets the default
+        assert limits(problem, time_limit_s=1.0) == (1.0, 1.0, 3.0, 2.0)  # a number is every problem's limit
+        assert limits(THRESHOLD) == (1.0, 1.0, 3.0, 2.0)  # no limit of its own
+        assert limits(problem, sandbox=tight)[1:] == (2.0, 2.0, 2.0)  # never looser than the sandbox
 
 
 def test_load_livecodebench_with_plain_and_compressed_tests():
@@ -488,6 +509,8 @@ def test_loader_errors_are_clear(tmp_path):
      "LiveCodeBench 'q': private_test_cases must be a list of objects"),
     ({"name": "q", "description": "x", "public_tests": {"input": ["1\n"], "output": None}},
      "CodeContests 'q': public_tests must be an object with 'input' and 'output' lists"),
+    ({"name": "q", "description": "x", "public_tests": {"input": ["1\n"], "output": ["1\n"]}, "time_limit": "2 s"},
+     "CodeContests 'q': time_limit must be an object with numbers 'seconds' and 'nanos'"),
 ])
 def test_a_malformed_test_list_names_the_row_and_the_field(tmp_path, row, message):
     """A test case that is no object, or lacks its input, was a KeyError or AttributeError traceback."""
@@ -504,7 +527,7 @@ def test_hash_split_spreads_a_dataset():
 
 @pytest.mark.parametrize("path,tester_mask", [("code_apps.jsonl", 1.0), ("code_livecodebench.jsonl", 0.0)])
 def test_env_runs_on_a_dataset(sandbox, path, tester_mask):
-    env = code_v2.raw_env(problems=str(FIXTURES / path), sandbox=sandbox)
+    env = code_v3.raw_env(problems=str(FIXTURES / path), sandbox=sandbox)
     env.reset(seed=1, options={"split": "test"})
     problem = env.problem
     solution = problem.reference or {"abc900_a": "print(input() * 2)", "abc900_b": "input()\nprint(sum(map(int, input().split())))"}[problem.id]
@@ -524,7 +547,7 @@ def test_an_apps_reference_is_its_first_solution_that_python3_compiles(sandbox, 
     (tmp_path / "apps.jsonl").write_text(json.dumps(row) + "\n")
     (problem,) = load_problems(tmp_path / "apps.jsonl")
     assert problem.reference == py3
-    env = code_v2.raw_env(problems=[problem], sandbox=sandbox)
+    env = code_v3.raw_env(problems=[problem], sandbox=sandbox)
     env.reset(seed=0, options={"split": "test"})
     env.step(f"```python\n{py3}```")
     env.step(format_test(TestCase("4\n", "8\n")))
@@ -540,7 +563,7 @@ def test_a_correct_program_passes_a_test_whose_output_is_longer_than_the_sandbox
            "private_tests": {"input": list(tests), "output": list(tests.values())},
            "solutions": {"language": [3], "solution": [solution]}}
     (tmp_path / "cc.jsonl").write_text(json.dumps(row) + "\n")
-    env = code_v2.raw_env(problems=str(tmp_path / "cc.jsonl"), sandbox=sandbox, mode="coder")
+    env = code_v3.raw_env(problems=str(tmp_path / "cc.jsonl"), sandbox=sandbox, mode="coder")
     env.reset(seed=0, options={"split": "test"})
     env.step(f"```python\n{solution}```")
     assert env.infos["coder"]["golden_passed"] == 3 and env.infos["coder"]["team_reward"] == 1.0 and env.success
@@ -563,7 +586,7 @@ def test_a_dataset_test_longer_than_a_megabyte_keeps_the_mutation_analysis(sandb
 
 
 def test_oracle_solves_every_test_split_problem_in_one_turn():
-    env = code_v2.env()
+    env = code_v3.env()
     oracle = make_oracle("code")
     problems = [p for p in bank.PROBLEMS if p.split == "test"]
     assert len(problems) >= 15
@@ -577,5 +600,5 @@ def test_oracle_solves_every_test_split_problem_in_one_turn():
 
 
 def test_oracle_earns_the_coder_maximum():
-    result = run_episode(code_v2.env(mode="coder"), make_oracle("code"), seed=0, split="test")
+    result = run_episode(code_v3.env(mode="coder"), make_oracle("code"), seed=0, split="test")
     assert result.success and result.returns["coder"] == pytest.approx(1.0)

@@ -2,7 +2,7 @@
 
 | | |
 |---|---|
-| Creation | `llm_marl_envs.code_v2.env()` / `pettingzoo.make("aec", "llm_marl/Code-v2")` |
+| Creation | `llm_marl_envs.code_v3.env()` / `pettingzoo.make("aec", "llm_marl/Code-v3")` |
 | Agents | `coder`, `tester` (mode "mas"); `coder` alone for one turn (mode "coder", the paper's single-agent baseline) |
 | Turn order | coder, tester, coder, tester, ... for up to `max_turns` turns |
 | Observation | `{"messages": [chat in OpenAI format], "turn": int}`: the problem, and from turn 1 on the mismatch history |
@@ -15,7 +15,9 @@ JSON/JSONL/parquet file, `save_to_disk` folder or Hub id, see `llm_marl_envs.cod
 list of `Problem`), `dataset_format` ("auto" | "apps" |
 "codecontests" | "livecodebench"), `dataset_split` (the split a file's problems belong to, or
 "hash"), `hidden_tests` (hidden tests per generated instance, default 10: the problem's edge inputs
-plus seeded generator draws), `time_limit_s` (CPU seconds per test run, default 1.0), `render_mode`, `sandbox`
+plus seeded generator draws), `time_limit_s` (CPU seconds per test run; default None: the problem's own
+limit, CodeContests' `time_limit`, but at least 1.0 s, and 1.0 s for a problem without one; a number: that limit
+for every problem; either way at most the sandbox's `cpu_time_s`), `render_mode`, `sandbox`
 (a shared `llm_marl_envs.sandbox.Sandbox`). `reset(seed, options={"split": ...})`; an instance is
 (problem, variant): the variant seeds the hidden-test draw, and every variant of a problem
 belongs to the problem's split, so splits are disjoint by problem.
@@ -102,6 +104,9 @@ turn. `success` (in `infos` at the end) = the last program passes ALL golden hid
 `mutants_killed`, `mutants_total`, `suite_passed` (tester).
 
 Version history:
+- v3: a CodeContests problem's tests run under its own time limit (`time_limit`; at least 1 s), unless
+  `time_limit_s` is given (v2 ran every problem under 1 CPU second: a correct program of a 2-5 s problem
+  that needed more was killed and failed its tests); the reference gets at least as long.
 - v2: a program may print twice the longest expected output of its golden tests (v1 kept the sandbox's
   64 KiB cap: a correct program on a dataset test with a longer expected output, common in CodeContests'
   generated tests, was killed with output_limit and failed it).
@@ -145,6 +150,8 @@ TESTER_COEF = {"valid": 0.20, "cov": 0.80}
 TAU_MUT = 0.60
 MODES: dict[str, tuple[str, ...]] = {"mas": ("coder", "tester"), "coder": ("coder",)}
 MUTATION_POOL_DRAWS = 16
+DEFAULT_TIME_LIMIT_S = 1.0
+"""CPU seconds per test for a problem without a time limit of its own (and the least a dataset's limit gives)."""
 _VARIANTS = 2**31
 
 
@@ -264,13 +271,13 @@ class TestCheck:
 
 
 class raw_env(TextAECEnv):
-    metadata = {"render_modes": ["human", "ansi"], "name": "code_v2", "is_parallelizable": False}
+    metadata = {"render_modes": ["human", "ansi"], "name": "code_v3", "is_parallelizable": False}
     instance_namespace = "code"
 
     def __init__(self, mode: Literal["mas", "coder"] = "mas", max_turns: int | None = None,
                  problems: str | Path | Sequence[Problem] | None = None,
                  dataset_format: Literal["auto", "apps", "codecontests", "livecodebench"] = "auto",
-                 dataset_split: str = "test", hidden_tests: int = 10, time_limit_s: float = 1.0,
+                 dataset_split: str = "test", hidden_tests: int = 10, time_limit_s: float | None = None,
                  render_mode: str | None = None, sandbox: Any = None):
         if mode not in MODES:
             raise ValueError(f"mode must be one of {sorted(MODES)} (mas = coder + tester), got {mode!r}")
@@ -280,14 +287,14 @@ class raw_env(TextAECEnv):
             raise ValueError(f"mode='coder' is the one-turn single-agent baseline: leave max_turns unset or 1, got {max_turns}")
         if int(hidden_tests) < 1:
             raise ValueError(f"hidden_tests must be >= 1, got {hidden_tests}")
-        if not float(time_limit_s) > 0:
-            raise ValueError(f"time_limit_s must be > 0 seconds, got {time_limit_s}")
+        if time_limit_s is not None and not float(time_limit_s) > 0:
+            raise ValueError(f"time_limit_s must be > 0 seconds (or None: each problem's own limit), got {time_limit_s}")
         if (dataset_format, dataset_split) != ("auto", "test") and not isinstance(problems, (str, Path)):
             raise ValueError("dataset_format and dataset_split describe a problems= file; without one they would do "
                              "nothing: pass problems= or drop them")
         self.mode = mode
         self.hidden_tests = int(hidden_tests)
-        self.time_limit_s = float(time_limit_s)
+        self.time_limit_s = None if time_limit_s is None else float(time_limit_s)
         if sandbox is None:
             from llm_marl_envs.sandbox import default_sandbox
 
@@ -355,13 +362,13 @@ class raw_env(TextAECEnv):
 
     def golden(self) -> tuple[TestCase, ...]:
         if self._golden is None:
-            self._golden = golden_tests(self.instance, self.hidden_tests, self.sandbox, self.time_limit_s)
+            self._golden = golden_tests(self.instance, self.hidden_tests, self.sandbox, self.problem_time_limit())
             # Programs get room to print the longest expected output (datasets ship outputs of megabytes).
             self._output_bytes = output_room(self.sandbox.limits.output_bytes, (t.output for t in self._golden))
         return self._golden
 
     def analysis(self) -> MutationAnalysis | None:
-        return mutation_analysis(self.problem, self.sandbox, self.time_limit_s)
+        return mutation_analysis(self.problem, self.sandbox, self.problem_time_limit())
 
     # ------------------------------------------------------------------ observations
     def _messages(self, agent: str) -> list[Message]:
@@ -387,10 +394,20 @@ class raw_env(TextAECEnv):
 
     def _limits(self):
         self.golden()  # sets _output_bytes
-        return program_limits(self.sandbox, self.time_limit_s, self._output_bytes)
+        return program_limits(self.sandbox, self.problem_time_limit(), self._output_bytes)
+
+    def problem_time_limit(self) -> float:
+        """CPU seconds a program gets per test of this episode's problem (see `time_limit_s`)."""
+        if self.time_limit_s is not None:
+            return self.time_limit_s
+        # A dataset's limit was set for its judge (C++ first): never below the default a problem without one gets.
+        return max(DEFAULT_TIME_LIMIT_S, self.problem.time_limit_s or 0.0)
+
+    def _reference_time(self) -> float:
+        return max(self.problem_time_limit(), 2.0)
 
     def _reference_limits(self):
-        return program_limits(self.sandbox, max(self.time_limit_s, 2.0))
+        return program_limits(self.sandbox, self._reference_time())
 
     def _smoke_inputs(self, golden: tuple[TestCase, ...]) -> list[str]:
         return [ex.input for ex in self.problem.examples] or [golden[0].input]
@@ -430,7 +447,7 @@ class raw_env(TextAECEnv):
                 analysis = self.analysis()
                 if analysis is not None and analysis.available:
                     runs += [((code, stdin), limits) for code, stdin, limits in
-                             analysis.planned_kills(self.sandbox, reference, test.input, max(self.time_limit_s, 2.0))]
+                             analysis.planned_kills(self.sandbox, reference, test.input, self._reference_time())]
         return [(self.sandbox, job, {"limits": limits}) for job, limits in runs]
 
     def _play_coder(self, reply: str) -> Play:
@@ -484,7 +501,7 @@ class raw_env(TextAECEnv):
             with ThreadPoolExecutor(2) as pool:
                 process = pool.submit(run_program, self.sandbox, self.problem.reference, [test.input],
                                       self._reference_limits(), self._cache)
-                batch = pool.submit(analysis.kills, self.sandbox, self.problem.reference, test.input, max(self.time_limit_s, 2.0)) \
+                batch = pool.submit(analysis.kills, self.sandbox, self.problem.reference, test.input, self._reference_time()) \
                     if analysis is not None and analysis.available else None
                 first = process.result()[0]
                 second = batch.result() if batch is not None else None

@@ -14,7 +14,7 @@ a JSON string may also hold the decoded value (a parquet struct or list):
 | format | statement | tests | reference |
 |---|---|---|---|
 | APPS | `question` | `input_output` (JSON string: `inputs`, `outputs`; `fn_name` = call-based, skipped) | first of `solutions` (JSON string list) that compiles (APPS has Python 2 ones) |
-| CodeContests | `description` | `public_tests`, `private_tests`, `generated_tests` (`{input: [...], output: [...]}`) | first Python 3 entry of `solutions` (`{language: [...], solution: [...]}`, language 3) |
+| CodeContests | `description` | `public_tests`, `private_tests`, `generated_tests` (`{input: [...], output: [...]}`); `time_limit` (`{seconds, nanos}`) is the problem's time limit | first Python 3 entry of `solutions` (`{language: [...], solution: [...]}`, language 3) |
 | LiveCodeBench | `question_content` | `public_test_cases`, `private_test_cases` (JSON strings of `{input, output, testtype}`; `functional` = call-based, skipped) | none |
 
 LiveCodeBench ships most private tests as base64(zlib(pickle(json string))). Pickle is never
@@ -79,6 +79,8 @@ class Problem:
     source: str = "bank"
     examples_in_statement: bool = False
     """True when the statement text already shows the examples (datasets)."""
+    time_limit_s: float | None = None
+    """The dataset's time limit per test, seconds (CodeContests' `time_limit`); None when it gives none."""
 
     def __post_init__(self) -> None:
         if self.split not in SPLITS:
@@ -87,6 +89,8 @@ class Problem:
             raise ValueError(f"problem {self.id!r} has neither an input generator nor fixed tests")
         if self.generate is not None and self.reference is None:
             raise ValueError(f"problem {self.id!r}: generated inputs need a reference solution to compute outputs")
+        if self.time_limit_s is not None and not self.time_limit_s > 0:
+            raise ValueError(f"problem {self.id!r}: time_limit_s must be > 0 seconds or None, got {self.time_limit_s!r}")
 
     # Problems are immutable and may hold functions: forks share them.
     def __deepcopy__(self, memo: dict) -> Problem:
@@ -212,6 +216,17 @@ def _cc_tests(block: Any, what: str) -> list[TestCase]:
     return [TestCase(_text(i), _text(o)) for i, o in zip(block["input"], block["output"])]
 
 
+def _cc_time_limit(value: Any, what: str) -> float | None:
+    """`time_limit` (`{seconds, nanos}`) in seconds; None when absent or zero (some rows give none)."""
+    if value is None:
+        return None
+    parts = [value.get(k) or 0 for k in ("seconds", "nanos")] if isinstance(value, dict) else None  # a table's null is 0
+    if parts is None or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in parts):
+        raise DatasetFormatError(f"{what} must be an object with numbers 'seconds' and 'nanos', got {value!r}")
+    seconds = parts[0] + parts[1] / 1e9
+    return seconds if seconds > 0 else None
+
+
 def problem_from_codecontests(row: dict[str, Any], split: str = "test", max_tests: int = 20) -> Problem | None:
     name = str(row.get("name", ""))
     if "description" not in row:
@@ -235,6 +250,7 @@ def problem_from_codecontests(row: dict[str, Any], split: str = "test", max_test
         id=name, statement=str(row["description"]), reference=reference, split=_assign_split(key, split),
         difficulty=row.get("difficulty", "unknown"), examples=tuple(public[:2]) or tests[:1], tests=tuple(tests),
         source="codecontests", examples_in_statement=True,
+        time_limit_s=_cc_time_limit(row.get("time_limit"), f"CodeContests {name!r}: time_limit"),
     )
 
 
