@@ -518,6 +518,41 @@ def test_a_malformed_test_list_names_the_row_and_the_field(tmp_path, row, messag
     with pytest.raises(DatasetFormatError, match=re.escape(message)):
         load_problems(tmp_path / "bad.jsonl")
 
+def _apps_row(pid, k, **extra):
+    return {"problem_id": pid, "question": f"Print {k}n.", "solutions": json.dumps([f"print(int(input()) * {k})"]),
+            "input_output": json.dumps({"inputs": ["3\n"], "outputs": [f"{3 * k}\n"]}), **extra}
+
+
+def test_an_apps_file_of_both_splits_names_the_fix_or_reads_each_rows_split(tmp_path, sandbox):
+    """APPS numbers its train and test problems alike: a file holding both ended in "two problems share the
+    key 'apps:0'" when the environment was built, which named neither the rows nor a fix."""
+    path = tmp_path / "apps.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in (_apps_row(0, 2), _apps_row(0, 3), _apps_row(1, 4))))
+    with pytest.raises(DatasetFormatError, match=re.escape(f"{path}:1 and {path}:2 are both APPS problem 0: APPS numbers "
+                                                           "its train and test problems alike") + ".*'split' field"):
+        load_problems(path)
+    rows = (_apps_row(0, 2, split="train"), _apps_row(0, 3, split="test"), _apps_row(1, 4, split="test"))
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    env = code_v3.raw_env(problems=str(path), sandbox=sandbox)
+    assert [p.key for p in env.problems] == ["apps:train/0", "apps:test/0", "apps:test/1"]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows[1:]))  # no repeated id: the ids stay as they were
+    assert [p.key for p in load_problems(path)] == ["apps:0", "apps:1"]
+    path.write_text("".join(json.dumps(r) + "\n" for r in (*rows, rows[1])))
+    with pytest.raises(DatasetFormatError, match=re.escape(f"{path}:2 and {path}:4 are both APPS problem 'test/0'")):
+        load_problems(path)
+    cc = {"name": "q", "description": "x", "public_tests": {"input": ["1\n"], "output": ["1\n"]}}
+    path.write_text(json.dumps(cc) + "\n" + json.dumps(cc) + "\n")
+    with pytest.raises(DatasetFormatError, match=re.escape(f"{path}:1 and {path}:2 are both problem 'q' (codecontests): "
+                                                           "each problem must appear once")):
+        load_problems(path)
+    (tmp_path / "a.jsonl").write_text(json.dumps(_apps_row(0, 2)) + "\n")
+    (tmp_path / "b.jsonl").write_text(json.dumps(_apps_row(0, 3)) + "\n")
+    both = load_problems(tmp_path / "a.jsonl", split="train") + load_problems(tmp_path / "b.jsonl")
+    with pytest.raises(ValueError, match=re.escape("two problems share the key 'apps:0' (source:id): give each problem "
+                                                   "its own id, e.g. dataclasses.replace(problem, id=...)")):
+        code_v3.raw_env(problems=both, sandbox=sandbox)
+
+
 def test_hash_split_spreads_a_dataset():
     problems = load_problems(FIXTURES / "code_apps.jsonl", split="hash")
     from llm_marl_envs.core.instances import split_of

@@ -13,7 +13,7 @@ a JSON string may also hold the decoded value (a parquet struct or list):
 
 | format | statement | tests | reference |
 |---|---|---|---|
-| APPS | `question` | `input_output` (JSON string: `inputs`, `outputs`; `fn_name` = call-based, skipped) | first of `solutions` (JSON string list) that compiles (APPS has Python 2 ones) |
+| APPS | `question` | `input_output` (JSON string: `inputs`, `outputs`; `fn_name` = call-based, skipped); a file holding train and test rows (their ids repeat) needs a `split` field in each | first of `solutions` (JSON string list) that compiles (APPS has Python 2 ones) |
 | CodeContests | `description` | `public_tests`, `private_tests`, `generated_tests` (`{input: [...], output: [...]}`); `time_limit` (`{seconds, nanos}`) is the problem's time limit | first Python 3 entry of `solutions` (`{language: [...], solution: [...]}`, language 3) |
 | LiveCodeBench | `question_content` | `public_test_cases`, `private_test_cases` (JSON strings of `{input, output, testtype}`; `functional` = call-based, skipped) | none |
 
@@ -125,11 +125,16 @@ def with_newline(text: str) -> str:
 
 def read_records(source: str | Path) -> list[dict[str, Any]]:
     """Rows of a JSON/JSONL/parquet file, a save_to_disk folder or a Hub id (`llm_marl_envs.core.rows`)."""
+    return [row for _, row in _labelled_records(source)]
+
+
+def _labelled_records(source: str | Path) -> list[tuple[str, dict[str, Any]]]:
+    """(label for messages, row) of every row of `source`."""
     rows = []
     for where, row in read_rows(source):
         if not isinstance(row, dict):
             raise DatasetFormatError(f"{where}: every problem must be a JSON object, got {type(row).__name__}")
-        rows.append(row)
+        rows.append((where, row))
     return rows
 
 
@@ -172,9 +177,16 @@ def _assign_split(key: str, split: str) -> str:
 # APPS
 
 
-def problem_from_apps(row: dict[str, Any], split: str = "test") -> Problem | None:
-    """One APPS row; None for call-based problems (`fn_name`) or rows without tests."""
-    pid = str(row.get("problem_id", row.get("id", "")))
+def _apps_id(row: dict[str, Any]) -> str:
+    return str(row.get("problem_id", row.get("id", "")))
+
+
+def problem_from_apps(row: dict[str, Any], split: str = "test", with_apps_split: bool = False) -> Problem | None:
+    """One APPS row; None for call-based problems (`fn_name`) or rows without tests.
+
+    `with_apps_split`: the id is `SPLIT/ID` with the row's own `split` field (APPS numbers its train and
+    test problems alike, so a file holding both needs it)."""
+    pid = f"{row['split'].strip()}/{_apps_id(row)}" if with_apps_split else _apps_id(row)
     if "question" not in row:
         raise DatasetFormatError(f"APPS row {pid!r} has no 'question'")
     io = _json_field(row.get("input_output"), f"APPS row {pid!r}: input_output") or {}
@@ -362,37 +374,84 @@ def load_problems(path: str | Path, format: Format = "auto", split: str = "test"
 
     `split`: the split every problem of the file belongs to ("train" | "val" | "test"), or "hash"
     to spread them by the hash of their id (60/20/20). Call-based problems and problems without
-    tests are skipped and counted in `report.skipped`.
+    tests are skipped and counted in `report.skipped`. A problem that appears twice is an error,
+    except APPS ids repeated by a file holding APPS's train and test problems, which each row's
+    `split` field then tells apart (ids `train/0`, `test/0`).
     """
     if split not in (*SPLITS, "hash"):
         raise ValueError(f"split (the code environment's dataset_split) must be one of {', '.join(SPLITS)} or 'hash', got {split!r}")
     if format not in ("auto", *FORMATS):
         raise ValueError(f"format (the code environment's dataset_format) must be 'auto' or one of {', '.join(FORMATS)}, "
                          f"got {format!r}")
-    rows = read_records(path)
+    rows = _labelled_records(path)
+    formats = [detect_format(row) if format == "auto" else format for _, row in rows]
+    try:
+        problems, skipped = _problems_of(rows, formats, split, max_tests, with_apps_split=False)
+    except _Repeated as repeated:
+        if repeated.format != "apps":
+            raise DatasetFormatError(f"{repeated.first} and {repeated.where} are both problem {repeated.id!r} ({repeated.format}): "
+                                     "each problem must appear once in a file; drop the repeated row") from None
+        # APPS numbers the problems of its train and test splits alike (0-4999 each), so a file holding both
+        # repeats ids; its records do not say which split they came from unless the file adds a `split` field.
+        apps = [(where, row) for (where, row), fmt in zip(rows, formats) if fmt == "apps"]
+        unlabelled = next((w for w, r in apps if not (isinstance(r.get("split"), str) and r["split"].strip())), None)
+        if unlabelled is not None:
+            raise DatasetFormatError(
+                f"{repeated.first} and {repeated.where} are both APPS problem {repeated.id}: APPS numbers its train and "
+                "test problems alike (0-4999 each), so this file mixes its splits; load one split's file (e.g. "
+                f"codeparrot/apps@test), or give every row a 'split' field ('train' or 'test'; {unlabelled} has none) "
+                "and the ids become 'train/0', 'test/0', ...") from None
+        try:
+            problems, skipped = _problems_of(rows, formats, split, max_tests, with_apps_split=True)
+        except _Repeated as again:
+            raise DatasetFormatError(f"{again.first} and {again.where} are both APPS problem {again.id!r} (split/id): "
+                                     "each problem must appear once in a file; drop the repeated row") from None
     report = report if report is not None else LoadReport()
-    problems: list[Problem] = []
-    for row in rows:
-        fmt = detect_format(row) if format == "auto" else format
-        if fmt == "apps":
-            problem = problem_from_apps(row, split)
-        elif fmt == "codecontests":
-            problem = problem_from_codecontests(row, split, max_tests)
-        else:
-            problem = problem_from_livecodebench(row, split, max_tests)
-        if problem is None:
-            report.skipped[fmt] = report.skipped.get(fmt, 0) + 1
-        else:
-            problems.append(problem)
+    for fmt, count in skipped.items():
+        report.skipped[fmt] = report.skipped.get(fmt, 0) + count
     report.loaded = len(problems)
     if not problems:
         raise DatasetFormatError(f"{path}: no stdin/stdout problem with tests found ({report.skipped} skipped)")
     return problems
 
 
+class _Repeated(Exception):
+    """Two rows of a file are the same problem (same source and id)."""
+
+    def __init__(self, first: str, where: str, pid: str, format: str):
+        super().__init__(pid)
+        self.first, self.where, self.id, self.format = first, where, pid, format
+
+
+def _problems_of(rows: list[tuple[str, dict[str, Any]]], formats: list[str], split: str, max_tests: int,
+                 with_apps_split: bool) -> tuple[list[Problem], dict[str, int]]:
+    """The problems of a file's rows and the count of skipped rows per format; _Repeated at a repeated problem."""
+    problems: list[Problem] = []
+    skipped: dict[str, int] = {}
+    wheres: dict[str, str] = {}
+    for (where, row), fmt in zip(rows, formats):
+        if fmt == "apps":
+            problem = problem_from_apps(row, split, with_apps_split)
+        elif fmt == "codecontests":
+            problem = problem_from_codecontests(row, split, max_tests)
+        else:
+            problem = problem_from_livecodebench(row, split, max_tests)
+        if problem is None:
+            skipped[fmt] = skipped.get(fmt, 0) + 1
+            continue
+        if problem.key in wheres:
+            raise _Repeated(wheres[problem.key], where, problem.id, fmt)
+        wheres[problem.key] = where
+        problems.append(problem)
+    return problems, skipped
+
+
 def check_unique(problems: Sequence[Problem]) -> None:
     seen: set[str] = set()
     for p in problems:
         if p.key in seen:
-            raise ValueError(f"two problems share the key {p.key!r}")
+            hint = (" (APPS numbers its train and test problems alike: load_problems reads a file holding both when each "
+                    "row has a 'split' field)") if p.source == "apps" else ""
+            raise ValueError(f"two problems share the key {p.key!r} (source:id): give each problem its own id, e.g. "
+                             f"dataclasses.replace(problem, id=...){hint}")
         seen.add(p.key)
