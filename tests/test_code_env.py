@@ -447,6 +447,19 @@ def test_load_codecontests():
     assert problem.time_limit_s == 2.5  # time_limit: {seconds: 2, nanos: 500000000}
 
 
+def test_a_codecontests_problem_with_file_io_is_skipped(tmp_path):
+    """Old Codeforces problems read input.txt and write output.txt (`input_file`, `output_file`); their tests
+    were fed on stdin, where a program following the statement, and the reference, failed."""
+    row = {"name": "files", "description": "Read n from input.txt; write n to output.txt.", "input_file": "input.txt",
+           "output_file": "output.txt", "public_tests": {"input": ["1\n"], "output": ["1\n"]},
+           "solutions": {"language": [3], "solution": ["open('output.txt', 'w').write(open('input.txt').read())"]}}
+    plain = {**row, "name": "plain", "input_file": "", "output_file": ""}
+    (tmp_path / "cc.jsonl").write_text(json.dumps(row) + "\n" + json.dumps(plain) + "\n")
+    report = LoadReport()
+    assert [p.id for p in load_problems(tmp_path / "cc.jsonl", report=report)] == ["plain"]
+    assert report.skipped == {"codecontests": 1}
+
+
 def test_a_codecontests_problem_runs_under_its_own_time_limit():
     """The loader ignored CodeContests' `time_limit`: every problem ran under 1 CPU second, so a correct
     program of a 2.5 s problem that needed 2 s was killed (timeout) and failed its tests."""

@@ -107,6 +107,9 @@ Version history:
 - v3: a CodeContests problem's tests run under its own time limit (`time_limit`; at least 1 s), unless
   `time_limit_s` is given (v2 ran every problem under 1 CPU second: a correct program of a 2-5 s problem
   that needed more was killed and failed its tests); the reference gets at least as long.
+  A CodeContests problem that reads or writes named files (`input_file`, `output_file`: input.txt) is
+  skipped (v2 fed its tests on stdin, where a program following the statement, and its reference, read
+  the file and failed: reward 0 and the tester's mask 0).
 - v2: a program may print twice the longest expected output of its golden tests (v1 kept the sandbox's
   64 KiB cap: a correct program on a dataset test with a longer expected output, common in CodeContests'
   generated tests, was killed with output_limit and failed it).

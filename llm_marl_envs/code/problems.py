@@ -14,7 +14,7 @@ a JSON string may also hold the decoded value (a parquet struct or list):
 | format | statement | tests | reference |
 |---|---|---|---|
 | APPS | `question` | `input_output` (JSON string: `inputs`, `outputs`; `fn_name` = call-based, skipped); a file holding train and test rows (their ids repeat) needs a `split` field in each | first of `solutions` (JSON string list) that compiles (APPS has Python 2 ones) |
-| CodeContests | `description` | `public_tests`, `private_tests`, `generated_tests` (`{input: [...], output: [...]}`); `time_limit` (`{seconds, nanos}`) is the problem's time limit | first Python 3 entry of `solutions` (`{language: [...], solution: [...]}`, language 3) |
+| CodeContests | `description` | `public_tests`, `private_tests`, `generated_tests` (`{input: [...], output: [...]}`); `time_limit` (`{seconds, nanos}`) is the problem's time limit; a problem with an `input_file` or `output_file` (file I/O) is skipped | first Python 3 entry of `solutions` (`{language: [...], solution: [...]}`, language 3) |
 | LiveCodeBench | `question_content` | `public_test_cases`, `private_test_cases` (JSON strings of `{input, output, testtype}`; `functional` = call-based, skipped) | none |
 
 LiveCodeBench ships most private tests as base64(zlib(pickle(json string))). Pickle is never
@@ -243,6 +243,8 @@ def problem_from_codecontests(row: dict[str, Any], split: str = "test", max_test
     name = str(row.get("name", ""))
     if "description" not in row:
         raise DatasetFormatError(f"CodeContests row {name!r} has no 'description'")
+    if row.get("input_file") or row.get("output_file"):
+        return None  # the statement reads or writes named files (input.txt): its tests are not stdin/stdout runs
     public = _cc_tests(row.get("public_tests"), f"CodeContests {name!r}: public_tests")
     hidden: list[TestCase] = []
     for part in ("private_tests", "generated_tests"):
