@@ -522,11 +522,18 @@ def test_loader_errors_are_clear(tmp_path):
      "LiveCodeBench 'q': private_test_cases must be a list of objects"),
     ({"name": "q", "description": "x", "public_tests": {"input": ["1\n"], "output": None}},
      "CodeContests 'q': public_tests must be an object with 'input' and 'output' lists"),
+    ({"name": "q", "description": "x", "public_tests": {"input": ["1\n", "2\n"], "output": ["1\n", None]}},
+     "CodeContests 'q': public_tests: a test input or output must be text (or a list of lines), got None"),
+    ({"problem_id": 5, "question": "x", "input_output": json.dumps({"inputs": [{"a": 1}], "outputs": ["1"]})},
+     "APPS row '5': input_output: a test input or output must be text (or a list of lines), got {'a': 1}"),
+    ({"question_id": "q", "question_content": "x", "public_test_cases": json.dumps([{"input": None, "output": "1", "testtype": "stdin"}])},
+     "LiveCodeBench 'q': test cases: a test input or output must be text"),
     ({"name": "q", "description": "x", "public_tests": {"input": ["1\n"], "output": ["1\n"]}, "time_limit": "2 s"},
      "CodeContests 'q': time_limit must be an object with numbers 'seconds' and 'nanos'"),
 ])
 def test_a_malformed_test_list_names_the_row_and_the_field(tmp_path, row, message):
-    """A test case that is no object, or lacks its input, was a KeyError or AttributeError traceback."""
+    """A test case that is no object, or lacks its input, was a KeyError or AttributeError traceback; a null
+    (or object) input or output became a test of the text 'None' (or of the object's repr)."""
     (tmp_path / "bad.jsonl").write_text(json.dumps(row) + "\n")
     with pytest.raises(DatasetFormatError, match=re.escape(message)):
         load_problems(tmp_path / "bad.jsonl")

@@ -162,10 +162,13 @@ def _json_field(value: Any, what: str) -> Any:
     return value
 
 
-def _text(value: Any) -> str:
-    """A test input/output as text: APPS sometimes stores a list of lines."""
-    if isinstance(value, list):
+def _text(value: Any, what: str) -> str:
+    """A test input/output as text: APPS sometimes stores a list of lines (or a number)."""
+    if isinstance(value, (list, tuple)) and all(isinstance(v, (str, int, float)) for v in value):
         return "\n".join(str(v) for v in value) + "\n"
+    if not isinstance(value, (str, int, float)) or isinstance(value, bool):
+        # else str() made a test of "None" (a table's null) or of a dict's repr
+        raise DatasetFormatError(f"{what}: a test input or output must be text (or a list of lines), got {value!r:.80}")
     return with_newline(str(value))
 
 
@@ -197,7 +200,8 @@ def problem_from_apps(row: dict[str, Any], split: str = "test", with_apps_split:
     inputs, outputs = io.get("inputs") or [], io.get("outputs") or []
     if len(inputs) != len(outputs):
         raise DatasetFormatError(f"APPS row {pid!r}: {len(inputs)} inputs but {len(outputs)} outputs")
-    tests = tuple(TestCase(_text(i), _text(o)) for i, o in zip(inputs, outputs))
+    what = f"APPS row {pid!r}: input_output"
+    tests = tuple(TestCase(_text(i, what), _text(o, what)) for i, o in zip(inputs, outputs))
     if not tests:
         return None
     solutions = _json_field(row.get("solutions"), f"APPS row {pid!r}: solutions") or []
@@ -225,7 +229,7 @@ def _cc_tests(block: Any, what: str) -> list[TestCase]:
         raise DatasetFormatError(f"{what} must be an object with 'input' and 'output' lists")
     if len(block["input"]) != len(block["output"]):
         raise DatasetFormatError(f"{what}: {len(block['input'])} inputs but {len(block['output'])} outputs")
-    return [TestCase(_text(i), _text(o)) for i, o in zip(block["input"], block["output"])]
+    return [TestCase(_text(i, what), _text(o, what)) for i, o in zip(block["input"], block["output"])]
 
 
 def _cc_time_limit(value: Any, what: str) -> float | None:
@@ -348,10 +352,11 @@ def problem_from_livecodebench(row: dict[str, Any], split: str = "test", max_tes
     cases = public + private
     if any(c.get("testtype", "stdin") != "stdin" for c in cases):
         return None  # call-based (LeetCode) problems need a function harness
-    tests = _dedupe(TestCase(_text(c["input"]), _text(c["output"])) for c in cases)[:max_tests]
+    what = f"LiveCodeBench {qid!r}: test cases"
+    tests = _dedupe(TestCase(_text(c["input"], what), _text(c["output"], what)) for c in cases)[:max_tests]
     if not tests:
         return None
-    examples = tuple(TestCase(_text(c["input"]), _text(c["output"])) for c in public[:2]) or tuple(tests[:1])
+    examples = tuple(TestCase(_text(c["input"], what), _text(c["output"], what)) for c in public[:2]) or tuple(tests[:1])
     key = f"livecodebench:{qid}"
     return Problem(
         id=qid, statement=str(row["question_content"]), reference=None, split=_assign_split(key, split),
