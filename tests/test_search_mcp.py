@@ -157,6 +157,17 @@ def test_a_server_that_cannot_start_fails_fast_with_its_reason(tmp_path):
         assert time.monotonic() - start < 25
 
 
+def test_the_server_loads_the_index_the_runtime_built_before_its_start(tmp_path, monkeypatch):
+    """The server built the BM25 index inside its start timeout: a large corpus's build (HotpotQA's train
+    set) outlasted it, so the server was killed while building, on every retry. The runtime now builds the
+    index (outside the timeout) and the server, with a fresh cache, only loads it."""
+    monkeypatch.setenv("LLM_MARL_CACHE", str(tmp_path))
+    with SearchRuntime(SPEC, "subprocess", call_timeout_s=20.0) as rt:
+        assert rt.search(QUERY).ok
+        assert rt.server_info["built"] is False and rt.server_info["documents"] == len(build().corpus.documents)
+    assert list((tmp_path / "bm25").iterdir())
+
+
 def test_a_server_too_slow_to_start_leaves_no_unretrieved_exception(caplog):
     """A start that times out, then is cancelled, printed "Future exception was never retrieved" when
     the runtime's start future was collected (the session set an exception nobody awaited)."""

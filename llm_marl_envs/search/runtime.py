@@ -11,7 +11,10 @@ Transports:
 
 The MCP client lives on a private asyncio loop in a daemon thread; the public methods are
 synchronous and thread-safe. Nothing can hang a caller: the server start, every call and the
-shutdown have timeouts. A tool error (bad arguments, unknown URL) comes back as a `ToolResult`
+shutdown have timeouts. Before the first server start, the runtime builds the BM25 index into the disk
+cache in the caller's thread (or finds it there), outside the start timeout: the server then only
+loads it, so `start_timeout_s` bounds a start, not an index build (minutes for HotpotQA's train
+set, which outlasted the timeout on every retry when the server built it). A tool error (bad arguments, unknown URL) comes back as a `ToolResult`
 with status `tool_error`. A crashed or hung server gives `server_error` / `timeout` results; the
 session is torn down (the process killed if it lingers) and the next call starts a new server.
 """
@@ -93,9 +96,13 @@ class SearchRuntime:
         self.log_path = Path(log_path) if log_path else cache_root() / "logs" / "search-server.log"
         self.starts = 0
         """Sessions started so far; `restarts` = starts after the first."""
+        self.server_info: dict[str, Any] = {}
+        """The current server's `ping` answer (pid, backend, documents, built) once a session is open."""
         self.closed = False
         self._backend = None
         self._direct_lock = threading.Lock()
+        self._prepared = transport != "subprocess" or self.spec.get("backend", "bm25") != "bm25"
+        self._prepare_lock = threading.Lock()
         self._prefetched: dict[str, list[ToolResult]] = {}
         self._prefetch_lock = threading.Lock()
         self._loop: _LoopThread | None = None
@@ -208,6 +215,7 @@ class SearchRuntime:
             for i, tool, args in pending:
                 results[i] = self._call_direct(tool, args)
         elif pending:
+            self._prepare()
             futures = [(i, tool, args, self._loop_thread().submit(self._call(tool, args))) for i, tool, args in pending]
             # The loop enforces the per-call and start timeouts; this outer bound only catches a stuck loop.
             outer = self.start_timeout_s + self.call_timeout_s + 15.0
@@ -241,6 +249,20 @@ class SearchRuntime:
         except Exception as e:  # a backend failure (e.g. no network) is not the agent's doing
             return ToolResult(tool, args, "server_error", error=f"{type(e).__name__}: {e}")
         return _result(tool, args, value)
+
+    # ------------------------------------------------------------------ subprocess transport (caller's thread)
+    def _prepare(self) -> None:
+        """Once, before the first server start and outside its timeout: build the BM25 index into the disk
+        cache, or find it there (concurrent callers wait here). A backend that cannot be made is left to the
+        server, whose failed start reports the reason; an unwritable cache leaves the build to the server."""
+        if self._prepared:
+            return
+        with self._prepare_lock:
+            if self._prepared:
+                return
+            with contextlib.suppress(Exception):
+                self._make_backend()  # dropped at once: only its cached index matters
+            self._prepared = True
 
     # ------------------------------------------------------------------ MCP transports (loop thread)
     def _loop_thread(self) -> _LoopThread:
@@ -281,7 +303,8 @@ class SearchRuntime:
             async with Client(target) as client:
                 ping = await client.call_tool("ping", {})
                 info = (ping.structured_content or {}).get("result", ping.structured_content) or {}
-                self._pid = info.get("pid") if isinstance(info, dict) else None
+                self.server_info = dict(info) if isinstance(info, dict) else {}
+                self._pid = self.server_info.get("pid")
                 self._client = client
                 if not ready.done():
                     ready.set_result(client)

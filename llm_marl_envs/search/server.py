@@ -8,7 +8,8 @@ or in-process for tests (`build_server(backend)` handed to `mcp.Client`). Tools:
 
 - `search(query: str, k: int = 5)` -> list of {title, url, snippet}
 - `fetch(url: str)` -> page text
-- `ping()` -> {pid, backend, documents}: health check; the runtime reads the server's pid from it.
+- `ping()` -> {pid, backend, documents, built}: health check; the runtime reads the server's pid from
+  it; `built` is true when this server built its BM25 index instead of loading the cached one.
 
 An agent's mistake (empty query, unknown URL) is a `ToolError`: the client gets `is_error=True`
 with the message, and the server keeps running.
@@ -52,7 +53,8 @@ def build_server(backend: SearchBackend):
     @server.tool(description="Health check: the server's process id and backend.")
     def ping() -> dict[str, Any]:
         corpus = getattr(backend, "corpus", None)
-        return {"pid": os.getpid(), "backend": backend.name, "documents": len(corpus.documents) if corpus else None}
+        return {"pid": os.getpid(), "backend": backend.name, "documents": len(corpus.documents) if corpus else None,
+                "built": bool(getattr(backend, "built", False))}
 
     return server
 
