@@ -140,7 +140,10 @@ def make_agent(kind: str, env_name: str, seed: int, args: argparse.Namespace | N
     if kind == "oracle":
         from agents.oracle import make_oracle
 
-        return make_oracle(env_name, env_kwargs)  # with the env's options it must share (mass's corpus_seed)
+        try:
+            return make_oracle(env_name, env_kwargs)  # with the env's options it must share (mass's corpus_seed)
+        except ValueError as exc:  # an oracle that cannot play this configuration (a search env's dataset)
+            raise UserError(str(exc)) from None
     if kind == "random":
         from agents.random_agent import RandomAgent
 

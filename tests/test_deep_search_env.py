@@ -237,6 +237,29 @@ def test_dataset_questions(tmp_path):
     assert res.hits[0].title == "Ivo Brandt"
 
 
+def test_the_oracles_refuse_dataset_questions(capsys):
+    """The search oracles know the mini-wiki's grammar only: on a MuSiQue question they answered "unknown"
+    (deep search) or selected Document0 and answered nothing (MASS), every episode, without a word."""
+    from agents.oracle import make_oracle
+    from agents.oracle.mass import MASSOracle
+    from llm_marl.cli import main
+    from llm_marl_envs import mass_v3
+
+    dataset = str(FIXTURES / "musique_sample.jsonl")
+    for name in ("deep_search", "mass"):
+        with pytest.raises(ValueError, match=f"the {name} oracle plays only mini-wiki questions .* dataset="):
+            make_oracle(name, {"dataset": dataset})
+    assert main(["play", "--env", "mass", "--quiet", "--env-arg", f"dataset={dataset}"]) == 2
+    assert "plays only mini-wiki questions" in capsys.readouterr().err
+    for env, oracle in ((deep_search_v2.raw_env(dataset=dataset), DeepSearchOracle()),
+                        (deep_search_v2.raw_env(dataset=dataset, mode="single"), DeepSearchOracle()),
+                        (mass_v3.raw_env(dataset=dataset), MASSOracle()), (mass_v3.raw_env(dataset=dataset, mode="single"), MASSOracle())):
+        env.reset(seed=0, options={"instance": env.source.questions[0]})  # a record given to an oracle made without dataset=
+        agent = env.agent_selection
+        with pytest.raises(ValueError, match="plays only mini-wiki questions .*the question 'Where was the author"):
+            oracle.act(agent, env.observe(agent))
+
+
 def test_bad_arguments_raise():
     for kwargs, message in [({"mode": "solo"}, "mode"), ({"max_calls": 0}, "max_calls"), ({"hops": 7}, "hops"),
                             ({"backend": "google"}, "backend"), ({"transport": "fax"}, "transport"),

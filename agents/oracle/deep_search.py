@@ -6,6 +6,10 @@ the environment's answer. The planner delegates one subtask per hop, "Who direct
 previous worker's conclusion; each worker searches for the subtask, fetches the subject's page,
 reads the fact and writes MATPO's four-heading summary. In the single-agent variant the one agent
 does the same searches and fetches itself. Replies always parse.
+
+It plays mini-wiki questions only: a MuSiQue/HotpotQA question (`dataset=`, or a record given as
+`options={"instance": ...}`) is outside the grammar, and the oracle refuses it with a ValueError
+rather than answering "unknown" to every question.
 """
 
 from __future__ import annotations
@@ -32,6 +36,20 @@ def tool_call(server: str, tool: str, arguments: dict[str, Any]) -> str:
 
 def question_of(user_text: str) -> str:
     return user_text.split("\n\nYou should follow", 1)[0].strip()
+
+
+def not_mini_wiki(env: str, what: str) -> ValueError:
+    """The oracles' one refusal: they know the mini-wiki's grammar (and MASS's its world), nothing else."""
+    return ValueError(f"the {env} oracle plays only mini-wiki questions (it parses them with the generator's grammar) "
+                      f"and cannot play {what}; use another agent for MuSiQue/HotpotQA questions")
+
+
+def _mini_wiki_question(messages: list[dict[str, str]]) -> tuple[str, list[str]]:
+    question = question_of(messages[1]["content"]) if len(messages) > 1 else ""
+    parsed = parse_question(question)
+    if parsed is None:
+        raise not_mini_wiki("deep_search", f"the question {question[:80]!r}")
+    return parsed
 
 
 def hits_of(response: str) -> list[tuple[str, str]]:
@@ -79,6 +97,13 @@ def _search_step(subject: str, hop_question: str, responses: list[str], server: 
 
 
 class DeepSearchOracle(Agent):
+    env_options = ("dataset",)
+    """Options of the environment the oracle must know (`make_oracle` takes them from the env's)."""
+
+    def __init__(self, dataset: str | None = None):
+        if dataset is not None:
+            raise not_mini_wiki("deep_search", f"dataset={str(dataset)!r}")
+
     def act(self, role: str, observation: dict[str, Any]) -> str:
         messages = observation["messages"]
         system = messages[0]["content"] if messages else ""
@@ -90,10 +115,7 @@ class DeepSearchOracle(Agent):
 
     # ------------------------------------------------------------------ MAS planner
     def _planner(self, messages: list[dict[str, str]]) -> str:
-        parsed = parse_question(question_of(messages[1]["content"]))
-        if parsed is None:
-            return f"I cannot decompose this question.\n\\boxed{{{UNKNOWN}}}"
-        start, rels = parsed
+        start, rels = _mini_wiki_question(messages)
         conclusions = []
         for m in messages[2:]:
             if m["role"] == "user":
@@ -128,10 +150,7 @@ class DeepSearchOracle(Agent):
 
     # ------------------------------------------------------------------ single agent
     def _single(self, messages: list[dict[str, str]]) -> str:
-        parsed = parse_question(question_of(messages[1]["content"]))
-        if parsed is None:
-            return f"I cannot decompose this question.\n\\boxed{{{UNKNOWN}}}"
-        subject, rels = parsed
+        subject, rels = _mini_wiki_question(messages)
         responses = [m["content"] for m in messages[2:] if m["role"] == "user"]
         hop, since = 0, 0  # responses[since:] belong to the current hop
         for i, response in enumerate(responses):

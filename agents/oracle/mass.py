@@ -10,6 +10,9 @@
   intermediate answers from the returned passages, then answers.
 
 It never reads the environment's answer; corpus_seed must match the environment's (default 0).
+It plays mini-wiki questions only: a MuSiQue/HotpotQA question (`dataset=`, or a record given as
+`options={"instance": ...}`) is outside the grammar and the world, and the oracle refuses it with a
+ValueError rather than answering "unknown" to every question.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from typing import Any
 from llm_marl_envs.search.miniwiki import RELATIONS, MiniWikiConfig, build, extract_fact, parse_question
 
 from ..base import Agent
+from .deep_search import not_mini_wiki
 
 _DOC = re.compile(r"^Document ?(?P<id>\d+): \{title: (?P<title>.*?), snippet: (?P<text>.*)\}$", re.M)
 _QUESTION = re.compile(r"(?:Original question is|Question is:|Question:)\s*(?P<q>.+?\?)", re.S)
@@ -47,10 +51,12 @@ def chain(start: str, rels: list[str], docs: list[tuple[int, str, str]]) -> tupl
 
 
 class MASSOracle(Agent):
-    env_options = ("corpus_seed",)
+    env_options = ("corpus_seed", "dataset")
     """Options of the environment the oracle must share (`make_oracle` takes them from the env's)."""
 
-    def __init__(self, corpus_seed: int = 0):
+    def __init__(self, corpus_seed: int = 0, dataset: str | None = None):
+        if dataset is not None:
+            raise not_mini_wiki("mass", f"dataset={str(dataset)!r}")
         self.wiki = build(MiniWikiConfig(seed=corpus_seed))
 
     def _parsed(self, observation: dict[str, Any]) -> tuple[str, list[str]] | None:
@@ -58,7 +64,11 @@ class MASSOracle(Agent):
             if m["role"] == "user":
                 q = _QUESTION.search(m["content"])
                 if q:
-                    return parse_question(" ".join(q.group("q").split()))
+                    question = " ".join(q.group("q").split())
+                    parsed = parse_question(question)
+                    if parsed is None:
+                        raise not_mini_wiki("mass", f"the question {question[:80]!r}")
+                    return parsed
         return None
 
     def _subjects(self, start: str, rels: list[str]) -> list[str]:
