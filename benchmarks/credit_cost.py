@@ -6,9 +6,9 @@
 Two measurements, each a few rollout steps of `--tasks` train instances with G parallel
 trajectories per instance (the training step's sampling, without the update):
 
-(a) SHARP (`--algo sharp`) on deep_search_v2 (default settings, mode "mas": a planner and up to 5
+(a) SHARP (`--algo sharp`) on deep_search_v3 (default settings, mode "mas": a planner and up to 5
     workers) at credit sparsification p in {0, 0.5, 1}: one masked replay per evaluated worker.
-(b) `--credit shapley` on MATPO's plan on mass_v3 (3 players: rewriter, reranker, answerer): the
+(b) `--credit shapley` on MATPO's plan on mass_v4 (3 players: rewriter, reranker, answerer): the
     exact estimator (one replay per coalition other than the full one: 2^3 - 1 = 7 per episode)
     against Monte Carlo with M in {1, 2, 4} sampled permutations (the distinct prefix coalitions of
     the permutations), plus MATPO without replays; and the MC error |φ_MC - φ_exact|.
@@ -192,13 +192,13 @@ def main(argv: list[str] | None = None) -> None:
         "replies = masked outputs of the ablated agents (no generation); waves = engine calls of the rollout, "
         "replays share them with the lines still running. Rollout seconds are the scripted engine and environment "
         "cost only (no model), so they measure the driver's overhead, not generation time.\n\n"
-        f"(a) SHARP on deep_search_v2 (defaults: mode mas, up to 5 workers, mixed 2-4 hops), G={args.G}, masked "
+        f"(a) SHARP on deep_search_v3 (defaults: mode mas, up to 5 workers, mixed 2-4 hops), G={args.G}, masked "
         "baseline, sparsification p = probability that a worker gets a replay (p = 0 is MATPO's cost). A replay "
         "starts just before the masked worker's first turn and regenerates everything after it; the oracle planner, "
         "reading a summary with no conclusion, delegates the same hop again to the next unused worker, so a replay "
         "is longer than its original and recovers the answer (worker credit 0). A policy that gives up instead "
         "would make replays shorter and cheaper.\n\n" + a + "\n\n"
-        f"(b) `--credit shapley` on MATPO's plan (G={args.G}) on mass_v3 (3 players), masked baseline; exact replays "
+        f"(b) `--credit shapley` on MATPO's plan (G={args.G}) on mass_v4 (3 players), masked baseline; exact replays "
         "the 2^3 - 1 = 7 coalitions other than the full one (the empty coalition included), Monte Carlo the distinct "
         "prefix coalitions of M permutations (seeded by the episode id). The φ error is the mean over episodes and "
         "agents of |φ_MC - φ_exact| on the same episodes (team reward F1 in [0, 1]):\n\n" + b + "\n\n"

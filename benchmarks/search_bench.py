@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from agents import run_episode  # noqa: E402
 from agents.oracle.deep_search import DeepSearchOracle  # noqa: E402
 from agents.oracle.mass import MASSOracle  # noqa: E402
-from llm_marl_envs import deep_search_v2, mass_v3  # noqa: E402
+from llm_marl_envs import deep_search_v3, mass_v4  # noqa: E402
 from llm_marl_envs.core.instances import draw_instance  # noqa: E402
 from llm_marl_envs.search import BM25Backend, SearchRuntime, mini_wiki_spec  # noqa: E402
 from llm_marl_envs.search.miniwiki import build  # noqa: E402
@@ -100,7 +100,7 @@ def latency_table(n: int) -> str:
 # ---------------------------------------------------------------------------------------- oracles
 def oracle_table(episodes: int) -> str:
     rows = ["| env | mode | 2 hops | 3 hops | 4 hops | ms / episode |", "|---|---|---|---|---|---|"]
-    for name, module, oracle in (("deep_search", deep_search_v2, DeepSearchOracle()), ("mass", mass_v3, MASSOracle())):
+    for name, module, oracle in (("deep_search", deep_search_v3, DeepSearchOracle()), ("mass", mass_v4, MASSOracle())):
         for mode in ("mas", "single"):
             cells, t = [], time.perf_counter()
             for hops in (2, 3, 4):

@@ -60,10 +60,10 @@ ENVS: dict[str, EnvEntry] = {
         EnvEntry("math", "math_v2", f"{NAMESPACE}/Math-v2", ("reasoner", "tool"),
                  "math word problems: the reasoner answers in \\boxed{}, the tool agent's program prints the answer", "AT-GRPO A.1.1, A.2.2",
                  variants=(("mas", {}), ("reasoner", {"mode": "reasoner"}), ("tool", {"mode": "tool"})), has_parallel=True),
-        EnvEntry("deep_search", "deep_search_v2", f"{NAMESPACE}/DeepSearch-v2", ("planner", *(f"worker_{i}" for i in range(5))),
+        EnvEntry("deep_search", "deep_search_v3", f"{NAMESPACE}/DeepSearch-v3", ("planner", *(f"worker_{i}" for i in range(5))),
                  "multi-hop questions: the planner delegates search subtasks to workers that search and fetch over MCP", "MATPO; SHARP",
                  variants=(("mas", {}), ("single", {"mode": "single"})), oracle_success=0.95, oracle_turns=None),
-        EnvEntry("mass", "mass_v3", f"{NAMESPACE}/MASS-v3", ("rewriter", "reranker", "answerer"),
+        EnvEntry("mass", "mass_v4", f"{NAMESPACE}/MASS-v4", ("rewriter", "reranker", "answerer"),
                  "multi-hop questions: rewriter -> retrieval -> reranker -> answerer, shared answer-F1 reward", "MHGPO; MMOA-RAG",
                  variants=(("mas", {}), ("single", {"mode": "single"})), oracle_success=0.95, oracle_turns=None),
     ]

@@ -1,4 +1,4 @@
-"""`--credit shapley` on mass_v3 with scripted agents: coalition replays, exact and Monte Carlo Shapley
+"""`--credit shapley` on mass_v4 with scripted agents: coalition replays, exact and Monte Carlo Shapley
 credits by hand, message-level shares, and the failure route's preference pairs."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""deep_search_v2: parsers, MATPO rewards computed by hand, worker contexts and summaries, limits,
+"""deep_search_v3: parsers, MATPO rewards computed by hand, worker contexts and summaries, limits,
 the oracle per hop count, a planner that never delegates, the judge, and SHARP-style worker masking."""
 
 from __future__ import annotations
@@ -15,9 +15,10 @@ from hypothesis import strategies as st
 
 from agents import run_episode
 from agents.oracle.deep_search import DeepSearchOracle, tool_call
-from llm_marl_envs import deep_search_v2
+from llm_marl_envs import deep_search_v3
 from llm_marl_envs.core.instances import split_of
 from llm_marl_envs.deep_search.parse import extract_boxed, find_tool_call, missing_headings, unwrap_text_commands
+from llm_marl_envs.search.judge import judge_prompt
 from llm_marl_envs.search.miniwiki import build
 
 FIXTURES = Path(__file__).parent / "fixtures" / "search"
@@ -38,7 +39,7 @@ def question(hops: int = 2, seed: int = 0):
 
 
 def fresh(q=None, **kw):
-    env = deep_search_v2.raw_env(**kw)
+    env = deep_search_v3.raw_env(**kw)
     env.reset(seed=0, options={"instance": q or question()})
     return env
 
@@ -223,8 +224,25 @@ def test_single_agent_variant_by_hand():
     assert info["local_reward"] == pytest.approx(2 / 3) and reward == pytest.approx(0.9 + 0.1 * 2 / 3)
 
 
+def test_a_single_agent_with_one_turn_is_offered_no_tools():
+    """With max_single_turns=1 the only turn is the final one: v2's system prompt offered the search tools
+    there, and a call ended the episode without an answer."""
+    q = question()
+    env = fresh(q, mode="single", max_single_turns=1)
+    system = env.observe("planner")["messages"][0]["content"]
+    assert "No tools are available" in system and "<use_mcp_tool>" not in system and "Tool name" not in system
+    assert env.planned_calls("planner", search(q.question)) == []
+    (reward, info), = play(env, [("planner", search(q.question))])  # a call on the final turn: invalid, not run
+    assert all(env.truncations.values()) and info["acc"] == 0.0 and info["parse_error"] == "no \\boxed{} answer"
+    assert [(c["valid"], c["error"]) for c in info["planner_calls"]] == [(False, "tool call on the final turn")]
+    env = fresh(q, mode="single", max_single_turns=1)
+    (reward, info), = play(env, [("planner", f"\\boxed{{{q.answer}}}")])
+    assert env.success and reward == pytest.approx(0.9)
+    assert "Tool name: search" in fresh(q, mode="single", max_single_turns=2).observe("planner")["messages"][0]["content"]
+
+
 def test_dataset_questions(tmp_path):
-    env = deep_search_v2.raw_env(dataset=str(FIXTURES / "musique_sample.jsonl"))
+    env = deep_search_v3.raw_env(dataset=str(FIXTURES / "musique_sample.jsonl"))
     # Records are assigned to splits by content hash, like generated questions.
     for q in env.source.questions:
         env.reset(seed=1, options={"split": split_of(q.key())})
@@ -243,7 +261,7 @@ def test_the_oracles_refuse_dataset_questions(capsys):
     from agents.oracle import make_oracle
     from agents.oracle.mass import MASSOracle
     from llm_marl.cli import main
-    from llm_marl_envs import mass_v3
+    from llm_marl_envs import mass_v4
 
     dataset = str(FIXTURES / "musique_sample.jsonl")
     for name in ("deep_search", "mass"):
@@ -251,9 +269,9 @@ def test_the_oracles_refuse_dataset_questions(capsys):
             make_oracle(name, {"dataset": dataset})
     assert main(["play", "--env", "mass", "--quiet", "--env-arg", f"dataset={dataset}"]) == 2
     assert "plays only mini-wiki questions" in capsys.readouterr().err
-    for env, oracle in ((deep_search_v2.raw_env(dataset=dataset), DeepSearchOracle()),
-                        (deep_search_v2.raw_env(dataset=dataset, mode="single"), DeepSearchOracle()),
-                        (mass_v3.raw_env(dataset=dataset), MASSOracle()), (mass_v3.raw_env(dataset=dataset, mode="single"), MASSOracle())):
+    for env, oracle in ((deep_search_v3.raw_env(dataset=dataset), DeepSearchOracle()),
+                        (deep_search_v3.raw_env(dataset=dataset, mode="single"), DeepSearchOracle()),
+                        (mass_v4.raw_env(dataset=dataset), MASSOracle()), (mass_v4.raw_env(dataset=dataset, mode="single"), MASSOracle())):
         env.reset(seed=0, options={"instance": env.source.questions[0]})  # a record given to an oracle made without dataset=
         agent = env.agent_selection
         with pytest.raises(ValueError, match="plays only mini-wiki questions .*the question 'Where was the author"):
@@ -266,14 +284,14 @@ def test_bad_arguments_raise():
                             ({"backend": "live"}, "fictional mini-wiki"), ({"corpus_seed": -1}, "corpus_seed must be"),
                             ({"runtime": "direct"}, "runtime must be a SearchRuntime")]:
         with pytest.raises(ValueError, match=message):
-            deep_search_v2.raw_env(**kwargs)
+            deep_search_v3.raw_env(**kwargs)
 
 
 # ---------------------------------------------------------------------------------------- oracle and baselines
 @pytest.mark.parametrize("mode", ["mas", "single"])
 @pytest.mark.parametrize("hops", [2, 3, 4])
 def test_oracle_reaches_95_percent_exact_match_per_hop_count(mode, hops):
-    env = deep_search_v2.env(mode=mode, hops=hops)
+    env = deep_search_v3.env(mode=mode, hops=hops)
     oracle = DeepSearchOracle()
     results = [run_episode(env, oracle, seed=seed, split="test") for seed in range(200)]
     assert sum(r.success for r in results) >= 0.95 * 200
@@ -286,7 +304,7 @@ def test_a_planner_that_never_delegates_scores_near_zero():
     train = [wiki.sample_question(np.random.default_rng(s)) for s in range(300)]
     answers = [q.answer for q in train]
     common = max(set(answers), key=answers.count)
-    env = deep_search_v2.raw_env()
+    env = deep_search_v3.raw_env()
     total = 0.0
     hits = 0
     for seed in range(200):
@@ -318,6 +336,25 @@ class _Judge(BaseHTTPRequestHandler):
         pass
 
 
+def test_the_judge_is_shown_the_answers_aliases(monkeypatch):
+    """v2's judge saw the answer alone, so a right answer given by an alias (which exact match accepts)
+    could be judged wrong."""
+    server = HTTPServer(("127.0.0.1", 0), _Judge)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        env = deep_search_v3.raw_env(dataset=str(FIXTURES / "musique_sample.jsonl"),
+                                     judge={"base_url": f"http://127.0.0.1:{server.server_port}/v1"})
+        q = env.source.questions[0]
+        env.reset(seed=0, options={"instance": q})
+        (reward, info), = play(env, [("planner", "\\boxed{Kessling town}")])
+        prompt = _Judge.seen[-1][1]["messages"][0]["content"]
+        assert "Ground-truth answer: Kessling (also given as: Kessling town)\nPredicted answer: Kessling town" in prompt
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert "also given as" not in judge_prompt("Where?", "Kessling", "Varn", ("Kessling",))  # only other names
+
+
 def test_optional_llm_judge(monkeypatch):
     server = HTTPServer(("127.0.0.1", 0), _Judge)
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -343,7 +380,7 @@ def test_optional_llm_judge(monkeypatch):
 # ---------------------------------------------------------------------------------------- SHARP: mask one worker
 def test_masking_one_worker_by_replay_changes_the_outcome():
     """SHARP Eq. 11 needs R_acc(τ) - R_acc(τ without worker m): fork at worker m's summary and replace it."""
-    env = deep_search_v2.raw_env(hops=2)
+    env = deep_search_v3.raw_env(hops=2)
     oracle = DeepSearchOracle()
     env.reset(seed=5, options={"split": "test"})
     forks = {}

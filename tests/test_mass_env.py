@@ -1,4 +1,4 @@
-"""mass_v3: MMOA-RAG output rules and penalties, the 10-passage split, shared-F1 rewards by hand,
+"""mass_v4: MMOA-RAG output rules and penalties, the 10-passage split, shared-F1 rewards by hand,
 the consumed-output records MHGPO back-propagates along, the single agent, the oracle per hop count."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from agents import run_episode
 from agents.oracle.mass import MASSOracle
-from llm_marl_envs import mass_v3
+from llm_marl_envs import mass_v4
 from llm_marl_envs.mass.parse import SPLITS, parse_answer, parse_rewrite, parse_selection, parse_single
 from llm_marl_envs.search.corpus import Question
 from llm_marl_envs.search.miniwiki import build
@@ -104,7 +104,7 @@ def question(hops=2, seed=0):
 
 
 def fresh(q=None, **kw):
-    env = mass_v3.raw_env(**kw)
+    env = mass_v4.raw_env(**kw)
     env.reset(seed=0, options={"instance": q or question()})
     return env
 
@@ -223,7 +223,7 @@ def test_reranker_and_answerer_penalties():
     assert env.rewards["answerer"] == pytest.approx(-1.0) and env.infos["answerer"]["f1"] == 0.0
     assert env.infos["reranker"]["reward"] == -0.5
     with pytest.raises(ValueError, match="penalty"):
-        mass_v3.raw_env(reranker_penalty=0.5)
+        mass_v4.raw_env(reranker_penalty=0.5)
 
 
 def test_an_exact_answer_succeeds():
@@ -247,6 +247,21 @@ def test_single_agent_by_hand():
     assert env.infos["answerer"]["parse_error"] == "no <answer> on the final turn" and all(env.truncations.values())
 
 
+def test_a_single_agent_with_one_turn_is_offered_no_search():
+    """With max_single_turns=1 the only turn is the final one: v3 told the agent it could search "up to 0
+    searches" and how, and a search ended the episode with no answer."""
+    q = question()
+    env = fresh(q, mode="single", max_single_turns=1)
+    system = env.observe("answerer")["messages"][0]["content"]
+    assert "No search is available" in system and "<search>" not in system and "<answer>" in system
+    env.step(f"<search> {q.question} </search>")  # the final turn: not run, no answer
+    assert env.infos["answerer"]["parse_error"] == "no <answer> on the final turn" and env.infos["answerer"]["searches"] == []
+    env = fresh(q, mode="single", max_single_turns=1)
+    env.step(f"<answer> {q.answer} </answer>")
+    assert env.success and env.rewards["answerer"] == 1.0
+    assert "up to 1 searches" in fresh(q, mode="single", max_single_turns=2).observe("answerer")["messages"][0]["content"]
+
+
 def test_single_agent_answer_reward():
     q = question()
     env = fresh(q, mode="single")
@@ -259,7 +274,7 @@ def test_single_agent_answer_reward():
 @pytest.mark.parametrize("mode", ["mas", "single"])
 @pytest.mark.parametrize("hops", [2, 3, 4])
 def test_oracle_reaches_95_percent_exact_match_per_hop_count(mode, hops):
-    env = mass_v3.env(mode=mode, hops=hops)
+    env = mass_v4.env(mode=mode, hops=hops)
     oracle = MASSOracle()
     results = [run_episode(env, oracle, seed=seed, split="test") for seed in range(200)]
     assert sum(r.success for r in results) >= 0.95 * 200
@@ -267,7 +282,7 @@ def test_oracle_reaches_95_percent_exact_match_per_hop_count(mode, hops):
 
 
 def test_same_seed_same_retrieval():
-    a, b = mass_v3.raw_env(), mass_v3.raw_env()
+    a, b = mass_v4.raw_env(), mass_v4.raw_env()
     for env in (a, b):
         env.reset(seed=9, options={"split": "val"})
         env.step("### " + env.instance.hops[0].resolved + " ###")

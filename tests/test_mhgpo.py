@@ -1,4 +1,4 @@
-"""MHGPO on mass_v3 with a scripted engine: Eq. 4 reward back-propagation, Eq. 5 groups for IS, FoF
+"""MHGPO on mass_v4 with a scripted engine: Eq. 4 reward back-propagation, Eq. 5 groups for IS, FoF
 and RR (with the batch-level regrouping of outputs before the fork point), all computed by hand."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from llm_marl.algorithms.mhgpo import Config, ForkOn
 from llm_marl.engines.base import SamplingParams
 from llm_marl.engines.scripted import ScriptedEngine
 from llm_marl.rollout import make_tasks, rollout
-from llm_marl_envs import mass_v3
+from llm_marl_envs import mass_v4
 from llm_marl_envs.mass import prompts
 from llm_marl_envs.search.text import token_f1
 
@@ -149,7 +149,7 @@ def test_rr_leftover_singles_join_the_last_group():
 
 def test_rr_draws_fork_agents_with_the_given_probabilities():
     plan = ForkOn(Config(G=2, sampling="rr"))
-    env = mass_v3.raw_env()
+    env = mass_v4.raw_env()
     tasks = make_tasks("mass", seeds=range(2000), split="train")
     counts = collections.Counter(plan.fork_agents(t, env)[0] for t in tasks)
     for role, p in zip(("rewriter", "reranker", "answerer"), (0.7, 0.1, 0.2)):

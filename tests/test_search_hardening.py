@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from agents.oracle.deep_search import tool_call
-from llm_marl_envs import deep_search_v2
+from llm_marl_envs import deep_search_v3
 from llm_marl_envs.search import SearchRuntime, ToolInputError, mini_wiki_spec
 from llm_marl_envs.search.backends import MAX_QUERY_CHARS, MAX_URL_CHARS, Hit
 from llm_marl_envs.search.miniwiki import build
@@ -62,7 +62,7 @@ def test_an_unencodable_query_spares_the_shared_session():
 
 def _worker_env(**kw):
     q = build().sample_question(np.random.default_rng(0), 2)
-    env = deep_search_v2.raw_env(**kw)
+    env = deep_search_v3.raw_env(**kw)
     env.reset(seed=0, options={"instance": q})
     env.step(tool_call("browsing_agent", "search_and_browse", {"subtask": q.hops[0].resolved}))
     assert env.agent_selection == "worker_0"
@@ -88,7 +88,7 @@ def test_a_worker_is_blamed_for_unsendable_arguments(arguments):
 
 def test_a_planner_is_blamed_for_a_subtask_that_is_not_text():
     q = build().sample_question(np.random.default_rng(0), 2)
-    env = deep_search_v2.raw_env()
+    env = deep_search_v3.raw_env()
     env.reset(seed=0, options={"instance": q})
     env.step("<use_mcp_tool>\n<server_name>browsing_agent</server_name>\n<tool_name>search_and_browse</tool_name>\n"
              '<arguments>{"subtask": "\\udfff"}</arguments>\n</use_mcp_tool>')

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from agents.oracle.deep_search import tool_call
-from llm_marl_envs import deep_search_v2
+from llm_marl_envs import deep_search_v3
 from llm_marl_envs.search import BackendUnavailable, SearchRuntime, ToolInputError, make_backend, mini_wiki_spec
 from llm_marl_envs.search.live import LiveBackend, preflight
 from llm_marl_envs.search.miniwiki import build
@@ -200,7 +200,7 @@ def test_a_worker_fetching_loopback_is_refused_and_blamed(site, hits):
     rt = SearchRuntime(mini_wiki_spec(), "direct")
     rt._backend = LiveBackend(client=RecordedDDGS(), fetcher=PageFetcher(timeout=5.0))
     q = build().sample_question(np.random.default_rng(0), 2)
-    env = deep_search_v2.raw_env(runtime=rt)
+    env = deep_search_v3.raw_env(runtime=rt)
     env.reset(seed=0, options={"instance": q})
     env.step(tool_call("browsing_agent", "search_and_browse", {"subtask": "read the admin page"}))
     env.step(tool_call("llm-marl-search", "fetch", {"url": f"http://127.0.0.1:{site}/secret"}))

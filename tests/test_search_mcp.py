@@ -16,7 +16,7 @@ import time
 import pytest
 
 from agents.oracle.deep_search import DeepSearchOracle
-from llm_marl_envs import deep_search_v2
+from llm_marl_envs import deep_search_v3
 from llm_marl_envs.search import BM25Backend, SearchRuntime, mini_wiki_spec, shared_runtime
 from llm_marl_envs.search.miniwiki import build
 from llm_marl_envs.search.server import build_server
@@ -93,7 +93,7 @@ def test_one_session_serves_concurrent_callers(server_runtime):
 
 def test_killing_the_server_mid_episode_gives_an_error_observation_then_recovers(server_runtime):
     rt = server_runtime
-    env = deep_search_v2.raw_env(transport="subprocess", runtime=rt, hops=2)
+    env = deep_search_v3.raw_env(transport="subprocess", runtime=rt, hops=2)
     oracle = DeepSearchOracle()
     env.reset(seed=11, options={"split": "test"})
     env.step(oracle.act("planner", env.observe("planner")))  # delegate hop 1
@@ -188,7 +188,7 @@ def test_a_server_too_slow_to_start_leaves_no_unretrieved_exception(caplog):
 def test_runtimes_are_shared_by_environments_and_forks():
     assert shared_runtime(SPEC, "direct") is shared_runtime(SPEC, "direct")
     assert shared_runtime(SPEC, "direct") is not shared_runtime(SPEC, "inprocess")
-    env = deep_search_v2.raw_env()
+    env = deep_search_v3.raw_env()
     env.reset(seed=0)
     child = env.fork()
     assert child.runtime is env.runtime and child.source is env.source

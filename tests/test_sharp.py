@@ -1,4 +1,4 @@
-"""SHARP on deep_search_v2 with scripted agents: the paper's case studies F.1 (a useful worker) and F.2
+"""SHARP on deep_search_v3 with scripted agents: the paper's case studies F.1 (a useful worker) and F.2
 (a harmful worker), credits and advantages by hand, replays in the ordinary engine waves,
 sparsification, and the clear error without delegation."""
 
@@ -14,7 +14,7 @@ from llm_marl.algorithms.sharp import Config, agent_rewards, check_env
 from llm_marl.engines.base import SamplingParams
 from llm_marl.engines.scripted import ScriptedEngine
 from llm_marl.rollout import make_tasks, rollout
-from llm_marl_envs import deep_search_v2, mass_v3
+from llm_marl_envs import deep_search_v3, mass_v4
 from llm_marl_envs.core.base import MASKED
 
 EPS = 1e-6
@@ -105,7 +105,7 @@ def test_replays_are_masked_untrained_and_share_the_rollout_waves():
     assert all(ep.counterfactual.absent == frozenset({"worker_0"}) for ep in replays)
     for ep in replays:
         masked = [out.samples[s] for s in ep.sample_ids if out.samples[s].role == "worker_0"]
-        assert [s.text for s in masked] == [deep_search_v2.raw_env().masked_reply("worker_0")]
+        assert [s.text for s in masked] == [deep_search_v3.raw_env().masked_reply("worker_0")]
         prefix = ep.sample_ids[: ep.sample_ids.index(masked[0].sample_id)]
         assert prefix == out.episode(ep.counterfactual.of).sample_ids[: len(prefix)]  # the original trace up to the mask
     assert not any(s.trainable for ep in replays for s in (out.samples[i] for i in ep.sample_ids[1:]))
@@ -129,10 +129,10 @@ def test_sparsification_p_sets_the_number_of_replays(p, replays):
 
 def test_sharp_without_delegation_is_a_clear_error():
     with pytest.raises(ValueError, match="planner that delegates"):
-        check_env(mass_v3.raw_env(), Config())
+        check_env(mass_v4.raw_env(), Config())
     with pytest.raises(ValueError, match="mode='mas'"):
-        check_env(deep_search_v2.raw_env(mode="single"), Config())
-    check_env(deep_search_v2.raw_env(), Config())
+        check_env(deep_search_v3.raw_env(mode="single"), Config())
+    check_env(deep_search_v3.raw_env(), Config())
     with pytest.raises(ValueError, match=r"\[0, 1\]"):
         Config(sparsify_p=1.5)
 

@@ -1,4 +1,4 @@
-"""One training step of MHGPO (each sampling) on mass_v3 and of SHARP on deep_search_v2 with tiny-random,
+"""One training step of MHGPO (each sampling) on mass_v4 and of SHARP on deep_search_v3 with tiny-random,
 `--credit shapley` with the DPO failure route, and the CLI's paper defaults (issue 6).
 
 MHGPO runs through the real HF engine. tiny-random's replies earn nearly constant rewards, so
@@ -22,7 +22,7 @@ from llm_marl.config import ModelConfig, OptimConfig, RunConfig, SamplingConfig
 from llm_marl.credit.team import CreditConfig
 from llm_marl.rollout import make_tasks
 from llm_marl.trainer import TrainConfig, step_seeds, train
-from llm_marl_envs import mass_v3
+from llm_marl_envs import mass_v4
 from tests.test_credit_team import engine_for
 from tests.test_sharp import case_study_engine, gold_of
 
@@ -47,7 +47,7 @@ def lora_b_moved(run_path: Path) -> bool:
 
 def expected_completions(sampling: str, G: int, tasks) -> int:
     """Replies sampled by fork_on on the 3-agent chain: j prefix replies before the fork agent (index j), then G per agent."""
-    env = mass_v3.raw_env()
+    env = mass_v4.raw_env()
     env.reset(seed=0)
     plan = ForkOn(MHGPOConfig(G=G, sampling=sampling))
     return sum(j + G * (3 - j) for t in tasks for j in (["rewriter", "reranker", "answerer"].index(f) for f in plan.fork_agents(t, env)))

@@ -83,7 +83,7 @@ def check_env(env: Any, config: Config) -> None:
     delegating = getattr(env.unwrapped, "delegating_role", None)
     if delegating is None or len(roles) < 2:
         raise ValueError(f"SHARP needs a planner that delegates subtasks to workers; {env.metadata.get('name', 'this environment')} "
-                         f"(roles {', '.join(roles)}) has none. Use deep_search_v2 with mode='mas'.")
+                         f"(roles {', '.join(roles)}) has none. Use deep_search_v3 with mode='mas'.")
     if delegating != config.planner_role:
         raise ValueError(f"the delegating role here is {delegating!r}, not {config.planner_role!r}: pass --planner-role {delegating}")
 

@@ -2,7 +2,7 @@
 
 | | |
 |---|---|
-| Creation | `llm_marl_envs.deep_search_v2.env()` / `pettingzoo.make("aec", "llm_marl/DeepSearch-v2")` |
+| Creation | `llm_marl_envs.deep_search_v3.env()` / `pettingzoo.make("aec", "llm_marl/DeepSearch-v3")` |
 | Agents | `planner`, `worker_0` ... `worker_{W-1}` (mode "mas", W = `max_calls`); `planner` alone with the search tools (mode "single") |
 | Turn order | planner; each valid `search_and_browse` call hands the turn to the next unused worker until it has written its summary; then the planner again |
 | Observation | `{"messages": [chat in OpenAI format], "turn": int}` (turn = agent steps so far in the episode) |
@@ -90,9 +90,17 @@ summary_valid, ran_out}; the planner's final step adds `answer`, `gold`, `em`, `
 `judge`, `fmt_p`, `fmt_w`, `planner_calls`, `workers` (all worker records, in call order) and `qid`.
 
 Termination: the planner's final answer ends the episode (terminated when acc = 1, `success=True`;
-else truncated). The planner's (W + 1)-th turn is always final: tools are no longer offered.
+else truncated). The planner's (W + 1)-th turn is always final: tools are no longer offered. The
+single agent's last turn is final too (it is told so); with `max_single_turns=1` its only turn is,
+and its system prompt offers no tools. A tool call on a final turn is an invalid call, not run.
 
 Version history:
+- v3: the judge is shown the answer's aliases with it (`Ground-truth answer: Kessling (also given as:
+  Kessling town)`); in v2 it saw the answer alone, so a right answer given by an alias, which exact
+  match accepts, could be judged wrong (acc 0). With `max_single_turns=1` the single agent's system
+  prompt offers no tools (v2 offered the search tools on its only turn, where a call could not be
+  followed by an answer and ended the episode without one). Every other configuration without a
+  judge observes and earns what it did in v2.
 - v2: the boxed answer's LaTeX text wrappers (`\\text{}`, `\\textbf{}`, `\\mathrm{}`, `\\emph{}`, ...) are
   removed before it is scored or judged; in v1 `\\boxed{\\text{Paris}}` scored acc 0 against the
   answer "Paris" (normalisation made it "textparis"), and a box holding only an empty wrapper was
@@ -163,7 +171,7 @@ def _cap(text: str, limit: int) -> str:
 
 
 class raw_env(SearchSourced, TextAECEnv):
-    metadata = {"render_modes": ["human", "ansi"], "name": "deep_search_v2", "is_parallelizable": False}
+    metadata = {"render_modes": ["human", "ansi"], "name": "deep_search_v3", "is_parallelizable": False}
     instance_namespace = "deep_search"
 
     def __init__(self, mode: Mode = "mas", max_calls: int = 5, max_worker_turns: int = 5, max_single_turns: int = 12,
@@ -193,7 +201,10 @@ class raw_env(SearchSourced, TextAECEnv):
     # ------------------------------------------------------------------ episode state
     def _start(self) -> None:
         q: Question = self.instance
-        system = prompts.planner_system(self.max_calls) if self.mode == "mas" else prompts.single_system()
+        if self.mode == "mas":
+            system = prompts.planner_system(self.max_calls)
+        else:  # one turn only: it is the final one, where a tool's result could not be read
+            system = prompts.single_system() if self.max_single_turns > 1 else prompts.answer_only_system()
         self.planner_chat: list[Message] = [{"role": "system", "content": system},
                                             {"role": "user", "content": prompts.question_message(q.question)}]
         self.planner_turns = 0
@@ -373,7 +384,7 @@ class raw_env(SearchSourced, TextAECEnv):
         em, f1 = exact_match(self.answer, q.golds), token_f1(self.answer, q.golds)
         acc, verdict = em, None
         if self.judge_config is not None and self.answer:
-            ok, error = judge(self.judge_config, q.question, q.answer, self.answer)
+            ok, error = judge(self.judge_config, q.question, q.answer, self.answer, q.aliases)
             verdict = {"correct": ok, "error": error}
             if ok is not None:
                 acc = float(ok)

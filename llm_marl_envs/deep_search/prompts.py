@@ -143,6 +143,13 @@ def single_system() -> str:
     )
 
 
+def answer_only_system() -> str:
+    """The single agent's system prompt when its only turn is its final one (`max_single_turns=1`): a tool's
+    result could never be read, so no tool is offered."""
+    return ("You are a task-solving agent that answers the user's question. No tools are available, and this is your "
+            "only turn: answer from what you know and wrap the final answer in \\boxed{}.")
+
+
 def question_message(question: str) -> str:
     return (f"{question}\n\nYou should follow the format instruction in the request strictly and wrap the final answer "
             "in \\boxed{}.")

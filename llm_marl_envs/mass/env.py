@@ -2,7 +2,7 @@
 
 | | |
 |---|---|
-| Creation | `llm_marl_envs.mass_v3.env()` / `pettingzoo.make("aec", "llm_marl/MASS-v3")` |
+| Creation | `llm_marl_envs.mass_v4.env()` / `pettingzoo.make("aec", "llm_marl/MASS-v4")` |
 | Agents | `rewriter`, `reranker`, `answerer` (mode "mas"); `answerer` alone with a search action (mode "single") |
 | Turn order | rewriter, (retrieval by the environment), reranker, answerer: three steps; single: up to `max_single_turns` |
 | Observation | `{"messages": [chat in OpenAI format], "turn": int}` |
@@ -74,8 +74,13 @@ backend found or returned nothing), the reranker is told so and `None` (or an em
 right selection, with no penalty; v0 penalised every reply of a reranker shown no passage.
 
 Termination: the answer ends the episode (terminated when EM = 1, `success=True`; else truncated).
+The single agent's last turn is final (the search result before it says so; a `<search>` there ends the
+episode without an answer); with `max_single_turns=1` its system prompt offers no search.
 
 Version history:
+- v4: with `max_single_turns=1` the single agent's system prompt offers no search; v3 told it it
+  could search "up to 0 searches" and how, on its only turn, where a search ended the episode with
+  no answer (F1 0). Every other configuration observes and earns what it did in v3.
 - v3: the shared F1 follows HotpotQA's rule for yes/no answers: where the answer or the prediction is
   `yes`, `no` or `noanswer`, F1 is 1 when they are equal and 0 otherwise; in v2 the answer "yes no"
   earned F1 2/3 on every yes/no question (HotpotQA's comparison questions), and "yes, it is" 1/2.
@@ -118,7 +123,7 @@ def _sha1(text: str) -> str:
 
 
 class raw_env(SearchSourced, TextAECEnv):
-    metadata = {"render_modes": ["human", "ansi"], "name": "mass_v3", "is_parallelizable": False}
+    metadata = {"render_modes": ["human", "ansi"], "name": "mass_v4", "is_parallelizable": False}
     instance_namespace = "mass"
 
     def __init__(self, mode: Mode = "mas", hops: int | None = None, corpus_seed: int = 0, dataset: str | None = None,

@@ -51,6 +51,9 @@ def answerer_user(question: str, docs: list[tuple[str, str]]) -> str:
 
 
 def single_system(max_turns: int, passages: int) -> str:
+    if max_turns <= 1:  # the only turn is the final one: a search's passages could never be read
+        return ("Answer the given question. No search is available, and this is your only turn: write the short "
+                "answer (a few words) as <answer> answer </answer>, for example <answer> Beijing </answer>.")
     return (
         "Answer the given question. You can search a document collection as many times as you want, up to "
         f"{max_turns - 1} searches. To search, write <search> query </search>; the top {passages} passages are then "

@@ -24,7 +24,7 @@ from ..core.openai_client import make_client, tries
 JUDGE_PROMPT = """You are grading an answer to a question against the ground-truth answer.
 
 Question: {question}
-Ground-truth answer: {gold}
+Ground-truth answer: {gold}{aliases}
 Predicted answer: {prediction}
 
 The prediction is correct if it refers to the same entity, value or fact as the ground truth, allowing for
@@ -97,9 +97,18 @@ def chat_completion(config: JudgeConfig, prompt: str, max_tokens: int = 8) -> tu
     return text, None
 
 
-def judge(config: JudgeConfig, question: str, gold: str, prediction: str) -> tuple[bool | None, str | None]:
+def judge_prompt(question: str, gold: str, prediction: str, aliases: tuple[str, ...] = ()) -> str:
+    """The judge's prompt; the answer's aliases (other names exact match accepts) follow it on its line,
+    else a right answer given by an alias ("Kessling town" for "Kessling") could be judged wrong."""
+    others = [a for a in dict.fromkeys(aliases) if a != gold]
+    line = f" (also given as: {'; '.join(others)})" if others else ""
+    return JUDGE_PROMPT.format(question=question, gold=gold, aliases=line, prediction=prediction)
+
+
+def judge(config: JudgeConfig, question: str, gold: str, prediction: str,
+          aliases: tuple[str, ...] = ()) -> tuple[bool | None, str | None]:
     """(verdict, None) or (None, error)."""
-    reply, error = chat_completion(config, JUDGE_PROMPT.format(question=question, gold=gold, prediction=prediction))
+    reply, error = chat_completion(config, judge_prompt(question, gold, prediction, aliases))
     if reply is None:
         return None, error
     text = reply.strip().upper()

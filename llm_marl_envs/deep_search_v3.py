@@ -1,4 +1,4 @@
-"""Deep search v2. See `llm_marl_envs.deep_search.env` for the full documentation."""
+"""Deep search v3. See `llm_marl_envs.deep_search.env` for the full documentation."""
 
 from .core.wrappers import make_env_fn
 from .deep_search.env import __doc__ as _doc

@@ -1,4 +1,4 @@
-"""MASS v3. See `llm_marl_envs.mass.env` for the full documentation."""
+"""MASS v4. See `llm_marl_envs.mass.env` for the full documentation."""
 
 from .core.wrappers import make_env_fn
 from .mass.env import __doc__ as _doc
