@@ -262,6 +262,17 @@ def test_a_single_agent_with_one_turn_is_offered_no_search():
     assert "up to 1 searches" in fresh(q, mode="single", max_single_turns=2).observe("answerer")["messages"][0]["content"]
 
 
+def test_a_format_error_before_the_final_turn_says_it_is_final():
+    """v3 announced the final turn after a search result only: a format error just before it did not."""
+    env = fresh(question(), mode="single", max_single_turns=2)
+    env.step("hmm")
+    assert env.observe("answerer")["messages"][-1]["content"].startswith("Format error") and "final turn" in \
+        env.observe("answerer")["messages"][-1]["content"]
+    env = fresh(question(), mode="single", max_single_turns=3)
+    env.step("hmm")
+    assert "final turn" not in env.observe("answerer")["messages"][-1]["content"]
+
+
 def test_single_agent_answer_reward():
     q = question()
     env = fresh(q, mode="single")

@@ -74,13 +74,15 @@ backend found or returned nothing), the reranker is told so and `None` (or an em
 right selection, with no penalty; v0 penalised every reply of a reranker shown no passage.
 
 Termination: the answer ends the episode (terminated when EM = 1, `success=True`; else truncated).
-The single agent's last turn is final (the search result before it says so; a `<search>` there ends the
-episode without an answer); with `max_single_turns=1` its system prompt offers no search.
+The single agent's last turn is final (the search result or format error before it says so; a
+`<search>` there ends the episode without an answer); with `max_single_turns=1` its system prompt
+offers no search.
 
 Version history:
 - v4: with `max_single_turns=1` the single agent's system prompt offers no search; v3 told it it
   could search "up to 0 searches" and how, on its only turn, where a search ended the episode with
-  no answer (F1 0). Every other configuration observes and earns what it did in v3.
+  no answer (F1 0). A format error just before the final turn says the next turn is final, as a
+  search result there does (v3 did not). Every other observation and reward is v3's.
 - v3: the shared F1 follows HotpotQA's rule for yes/no answers: where the answer or the prediction is
   `yes`, `no` or `noanswer`, F1 is 1 when they are equal and 0 otherwise; in v2 the answer "yes no"
   earned F1 2/3 on every yes/no question (HotpotQA's comparison questions), and "yes, it is" 1/2.
@@ -304,7 +306,7 @@ class raw_env(SearchSourced, TextAECEnv):
             return Play(RewardBreakdown(0.0, lam=LAMBDA), next_agent="answerer", details={"search": self.single_searches[-1]})
         if action is None and not final:
             error = "expected <search> query </search> or <answer> answer </answer>"
-            self.chats["answerer"].append({"role": "user", "content": f"Format error: {error}."})
+            self.chats["answerer"].append({"role": "user", "content": prompts.format_error(error, turn + 1 >= self.max_single_turns - 1)})
             return Play(RewardBreakdown(0.0, lam=LAMBDA), next_agent="answerer", parse_error=error)
         text = action[1] if action is not None and action[0] == "answer" else ""
         answer = parse_answer(text)

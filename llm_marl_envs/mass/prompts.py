@@ -67,7 +67,13 @@ def single_user(question: str) -> str:
     return f"Question: {question}"
 
 
+FINAL_TURN_NOTE = "\n\n[This is your final turn: answer now with <answer> ... </answer>.]"
+
+
 def information(docs: list[tuple[str, str]], final: bool) -> str:
     block = documents_block(docs, space=True) if docs else "(no results)"
-    note = "\n\n[This is your final turn: answer now with <answer> ... </answer>.]" if final else ""
-    return f"<information>\n{block}\n</information>{note}"
+    return f"<information>\n{block}\n</information>{FINAL_TURN_NOTE if final else ''}"
+
+
+def format_error(error: str, final: bool) -> str:
+    return f"Format error: {error}.{FINAL_TURN_NOTE if final else ''}"
