@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from llm_marl_envs.core.instances import split_of
 from llm_marl_envs.deep_search.parse import extract_boxed, find_tool_call, missing_headings, unwrap_text_commands
 from llm_marl_envs.search.judge import judge_prompt
 from llm_marl_envs.search.miniwiki import build
+from tests.support.drip import dripping_server
 
 FIXTURES = Path(__file__).parent / "fixtures" / "search"
 SUMMARY = ("## Conclusion:\n**{value}**\n\n## Supporting Information:\n- page\n\n## Observations:\nread it\n\n"
@@ -377,6 +379,19 @@ def test_optional_llm_judge(monkeypatch):
     assert info["acc"] == 1.0 and info["judge"]["correct"] is None and "judge failed" in info["judge"]["error"]
 
 
+def test_a_judge_that_answers_a_byte_at_a_time_falls_back_at_its_deadline():
+    """The judge's timeout_s bounds each wait for a part of an answer: a server sending a byte every 0.1 s once held
+    the episode's last step for ever. Past deadline_s the verdict falls back to exact match and says why."""
+    q = question()
+    with dripping_server() as url:
+        env = fresh(q, judge={"base_url": url, "timeout_s": 0.5, "max_retries": 0, "deadline_s": 0.8})
+        started = time.monotonic()
+        (reward, info), = play(env, [("planner", f"\\boxed{{{q.answer}}}")])
+        assert time.monotonic() - started < 1.5
+    assert info["acc"] == 1.0 and info["judge"]["correct"] is None
+    assert "did not finish answering within 0.8 s (deadline_s)" in info["judge"]["error"]
+
+
 # ---------------------------------------------------------------------------------------- SHARP: mask one worker
 def test_masking_one_worker_by_replay_changes_the_outcome():
     """SHARP Eq. 11 needs R_acc(τ) - R_acc(τ without worker m): fork at worker m's summary and replace it."""
@@ -400,6 +415,7 @@ def test_masking_one_worker_by_replay_changes_the_outcome():
 
 @pytest.mark.parametrize("judge,message", [({"base_url": 5}, "judge base_url must be text"),
                                            ({"base_url": "http://127.0.0.1:9/v1", "timeout_s": -1}, "judge timeout_s must be"),
+                                           ({"base_url": "http://127.0.0.1:9/v1", "deadline_s": 0}, "judge deadline_s must be"),
                                            ({"base_url": "http://127.0.0.1:9/v1", "max_retries": "x"}, "judge max_retries must be")])
 def test_a_judge_config_of_the_wrong_kind_is_refused_when_the_env_is_made(judge, message):
     """A base_url that is no text once raised AttributeError from the planner's final step, and a bad timeout or

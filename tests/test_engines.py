@@ -16,6 +16,7 @@ from llm_marl.engines.api import APIEngine, APIError
 from llm_marl.engines.hf import HFEngine, filter_logits
 from llm_marl.engines.scripted import ScriptedEngine
 from llm_marl.policies import LoRAConfig, PolicySet
+from tests.support.drip import dripping_server
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -393,29 +394,12 @@ def test_api_engine_an_interrupt_or_an_error_ends_the_wait_at_once(server):
 def test_api_engine_a_server_that_answers_a_byte_at_a_time_meets_the_deadline():
     """--api-timeout bounds each wait for a part of an answer: a server sending a byte every 0.1 s once held a
     request for ever with a 0.5 s timeout. --api-deadline bounds the request's whole time."""
-    import socket
-
-    listener = socket.create_server(("127.0.0.1", 0))
-    stop = threading.Event()
-
-    def drip() -> None:
-        conn, _ = listener.accept()
-        with conn:
-            conn.recv(65536)
-            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n")
-            while not stop.wait(0.1):
-                conn.sendall(b" ")
-
-    threading.Thread(target=drip, daemon=True).start()
-    engine = APIEngine(f"http://127.0.0.1:{listener.getsockname()[1]}/v1", "m", timeout_s=0.5, max_retries=0, deadline_s=0.8)
-    started = time.monotonic()
-    try:
+    with dripping_server() as url:
+        engine = APIEngine(url, "m", timeout_s=0.5, max_retries=0, deadline_s=0.8)
+        started = time.monotonic()
         with pytest.raises(APIError, match=r"did not finish answering within 0.8 s, a request's whole time \(--api-deadline\)"):
             engine.generate([GenerationRequest(chat("x"))], SamplingParams())
         assert time.monotonic() - started < 1.5
-    finally:
-        stop.set()
-        listener.close()
     with pytest.raises(ValueError, match="--api-deadline must be a number of seconds > 0"):
         APIEngine("http://127.0.0.1:9/v1", "m", deadline_s=0)
 

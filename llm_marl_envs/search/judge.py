@@ -6,7 +6,7 @@ match (deterministic, offline) and use a judge only when one is configured:
     JudgeConfig(base_url="http://localhost:8000/v1", model="Qwen2.5-7B-Instruct", api_key_env="OPENAI_API_KEY")
 
 Requests use the client of the `api` engine (`llm_marl_envs.core.openai_client`), with the config's
-timeout and retries. A judge that fails (unreachable, too slow, malformed reply, `openai` not
+timeout, retries and deadline. A judge that fails (unreachable, too slow, malformed reply, `openai` not
 installed) never breaks an episode: the caller falls back to exact match and reports the error in
 `infos`. `openai` is imported on the first call, so the search MCP server starts without it.
 """
@@ -19,7 +19,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from ..core.openai_client import make_client, tries
+from ..core.openai_client import DeadlinePassed, make_client, tries, within
 
 JUDGE_PROMPT = """You are grading an answer to a question against the ground-truth answer.
 
@@ -41,9 +41,12 @@ class JudgeConfig:
     """Environment variable holding the API key; unset: `OPENAI_API_KEY`, else the placeholder "EMPTY"
     (local servers need none). The key itself is never a field, so it stays out of saved configs."""
     timeout_s: float = 30.0
-    """Seconds each request may take."""
+    """Seconds the HTTP client waits to connect and for each part of an answer."""
     max_retries: int = 2
     """Retries of a request that failed to connect, timed out or got 429/5xx (with backoff)."""
+    deadline_s: float = 120.0
+    """Seconds a verdict may take in all, its retries included (a server that answers a byte at a time is never
+    timed out by `timeout_s`, and held the episode for ever)."""
 
     def __post_init__(self) -> None:
         # Checked when the env is made: a field of the wrong kind would otherwise fail inside the episode's
@@ -51,8 +54,10 @@ class JudgeConfig:
         for name in ("base_url", "model", "api_key_env"):
             if not isinstance(getattr(self, name), str):
                 raise ValueError(f"judge {name} must be text, got {getattr(self, name)!r}")
-        if isinstance(self.timeout_s, bool) or not isinstance(self.timeout_s, (int, float)) or not 0 < self.timeout_s < math.inf:
-            raise ValueError(f"judge timeout_s must be a number of seconds > 0, got {self.timeout_s!r}")
+        for name in ("timeout_s", "deadline_s"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
+                raise ValueError(f"judge {name} must be a number of seconds > 0, got {value!r}")
         if isinstance(self.max_retries, bool) or not isinstance(self.max_retries, int) or self.max_retries < 0:
             raise ValueError(f"judge max_retries must be a whole number >= 0, got {self.max_retries!r}")
 
@@ -81,9 +86,11 @@ def chat_completion(config: JudgeConfig, prompt: str, max_tokens: int = 8) -> tu
         return None, "judge failed: the LLM judge needs the openai package: pip install openai"
     try:
         client = _client(config.base_url, os.environ.get(config.api_key_env) or None, config.timeout_s, config.max_retries)
-        reply = client.chat.completions.create(model=config.model, messages=[{"role": "user", "content": prompt}],
-                                               temperature=0, max_tokens=max_tokens)
+        reply = within(config.deadline_s, client.chat.completions.create, model=config.model,
+                       messages=[{"role": "user", "content": prompt}], temperature=0, max_tokens=max_tokens)
         text = reply.choices[0].message.content
+    except DeadlinePassed:
+        return None, f"judge failed: {url} did not finish answering within {config.deadline_s:g} s (deadline_s)"
     except openai.APITimeoutError:
         return None, f"judge failed: {url} did not answer within {config.timeout_s:g} s ({tries(config.max_retries)})"
     except openai.APIConnectionError as exc:
