@@ -348,9 +348,9 @@ def test_the_judge_is_shown_the_answers_aliases(monkeypatch):
                                      judge={"base_url": f"http://127.0.0.1:{server.server_port}/v1"})
         q = env.source.questions[0]
         env.reset(seed=0, options={"instance": q})
-        (reward, info), = play(env, [("planner", "\\boxed{Kessling town}")])
+        (reward, info), = play(env, [("planner", "\\boxed{the town of Kessling}")])
         prompt = _Judge.seen[-1][1]["messages"][0]["content"]
-        assert "Ground-truth answer: Kessling (also given as: Kessling town)\nPredicted answer: Kessling town" in prompt
+        assert "Ground-truth answer: Kessling (also given as: Kessling town)\nPredicted answer: the town of Kessling" in prompt
     finally:
         server.shutdown()
         server.server_close()
@@ -375,8 +375,28 @@ def test_optional_llm_judge(monkeypatch):
         server.shutdown()
         server.server_close()
     env = fresh(q, judge={"base_url": "http://127.0.0.1:9/v1", "timeout_s": 2})  # nothing listens: fall back to EM
-    (reward, info), = play(env, [("planner", f"\\boxed{{{q.answer}}}")])
-    assert info["acc"] == 1.0 and info["judge"]["correct"] is None and "judge failed" in info["judge"]["error"]
+    (reward, info), = play(env, [("planner", "\\boxed{a paraphrase}")])
+    assert info["acc"] == 0.0 and info["judge"]["correct"] is None and "judge failed" in info["judge"]["error"]
+
+
+def test_an_answer_exact_match_accepts_is_not_judged():
+    """v2 asked the judge about every answer, and its INCORRECT overruled exact match: the gold answer itself
+    could score acc 0. Now the judge is asked only about an answer exact match rejects."""
+    server = HTTPServer(("127.0.0.1", 0), _Judge)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    _Judge.verdict, _Judge.seen = "INCORRECT", []
+    try:
+        q = question()
+        env = fresh(q, judge={"base_url": f"http://127.0.0.1:{server.server_port}/v1"})
+        (reward, info), = play(env, [("planner", f"\\boxed{{{q.answer}}}")])
+        assert info["em"] == info["acc"] == 1.0 and info["judge"] is None and _Judge.seen == []
+        env = fresh(q, judge={"base_url": f"http://127.0.0.1:{server.server_port}/v1"})
+        (reward, info), = play(env, [("planner", "\\boxed{a paraphrase}")])
+        assert info["acc"] == 0.0 and info["judge"] == {"correct": False, "error": None} and len(_Judge.seen) == 1
+    finally:
+        _Judge.verdict = "CORRECT"
+        server.shutdown()
+        server.server_close()
 
 
 def test_a_judge_that_answers_a_byte_at_a_time_falls_back_at_its_deadline():
@@ -386,9 +406,9 @@ def test_a_judge_that_answers_a_byte_at_a_time_falls_back_at_its_deadline():
     with dripping_server() as url:
         env = fresh(q, judge={"base_url": url, "timeout_s": 0.5, "max_retries": 0, "deadline_s": 0.8})
         started = time.monotonic()
-        (reward, info), = play(env, [("planner", f"\\boxed{{{q.answer}}}")])
+        (reward, info), = play(env, [("planner", "\\boxed{a paraphrase}")])
         assert time.monotonic() - started < 1.5
-    assert info["acc"] == 1.0 and info["judge"]["correct"] is None
+    assert info["acc"] == 0.0 and info["judge"]["correct"] is None
     assert "did not finish answering within 0.8 s (deadline_s)" in info["judge"]["error"]
 
 

@@ -71,7 +71,7 @@ planner's final infos.
 
 | term | who | value | coefficient |
 |---|---|---|---|
-| acc | planner, final step | normalised exact match of the boxed answer (LaTeX text wrappers such as `\\text{}` removed) against the answer and its aliases (or the judge's verdict when `judge` is set) | λ = 0.9 |
+| acc | planner, final step | normalised exact match of the boxed answer (LaTeX text wrappers such as `\\text{}` removed) against the answer and its aliases (when `judge` is set and exact match fails: the judge's verdict) | λ = 0.9 |
 | fmt (mas) | planner, final step | 0.5·fmt_p + 0.5·fmt_w; fmt_p = valid planner calls / planner calls; fmt_w = mean over the workers that ran of valid calls / calls | 1 - λ = 0.1 |
 | fmt (single) | planner, final step | valid tool calls / tool calls | 0.1 |
 | fmt | intermediate planner step | 1 if this reply's call was valid, else 0 (team 0) | 0.1 |
@@ -87,7 +87,7 @@ the call valid. Token F1, EM, acc, fmt_p, fmt_w and every call are in the planne
 Infos: each step's breakdown, `parse_error`, `turn`, `success`. A worker's summary step adds
 `worker` = {agent, subtask, calls: [{tool, arguments, status, valid, error, results}], fmt, summary,
 summary_valid, ran_out}; the planner's final step adds `answer`, `gold`, `em`, `f1`, `acc`,
-`judge`, `fmt_p`, `fmt_w`, `planner_calls`, `workers` (all worker records, in call order) and `qid`.
+`judge` ({correct, error}; None when no judge was asked), `fmt_p`, `fmt_w`, `planner_calls`, `workers` (all worker records, in call order) and `qid`.
 
 Termination: the planner's final answer ends the episode (terminated when acc = 1, `success=True`;
 else truncated). The planner's (W + 1)-th turn is always final: tools are no longer offered. The
@@ -99,8 +99,9 @@ Version history:
   Kessling town)`); in v2 it saw the answer alone, so a right answer given by an alias, which exact
   match accepts, could be judged wrong (acc 0). With `max_single_turns=1` the single agent's system
   prompt offers no tools (v2 offered the search tools on its only turn, where a call could not be
-  followed by an answer and ended the episode without one). Every other configuration without a
-  judge observes and earns what it did in v2.
+  followed by an answer and ended the episode without one). The judge is asked only about an answer
+  exact match rejects (v2 asked it about every answer, and its INCORRECT overruled an exact match: acc 0
+  for the gold answer itself). Every other configuration without a judge observes and earns what it did in v2.
 - v2: the boxed answer's LaTeX text wrappers (`\\text{}`, `\\textbf{}`, `\\mathrm{}`, `\\emph{}`, ...) are
   removed before it is scored or judged; in v1 `\\boxed{\\text{Paris}}` scored acc 0 against the
   answer "Paris" (normalisation made it "textparis"), and a box holding only an empty wrapper was
@@ -383,7 +384,7 @@ class raw_env(SearchSourced, TextAECEnv):
         self.answer = unwrap_text_commands(boxed or "")  # \boxed{\text{Paris}} answers Paris
         em, f1 = exact_match(self.answer, q.golds), token_f1(self.answer, q.golds)
         acc, verdict = em, None
-        if self.judge_config is not None and self.answer:
+        if self.judge_config is not None and self.answer and not em:  # what exact match accepts is right: no judge overrules it
             ok, error = judge(self.judge_config, q.question, q.answer, self.answer, q.aliases)
             verdict = {"correct": ok, "error": error}
             if ok is not None:
