@@ -437,6 +437,19 @@ def test_load_apps():
     assert countdown.tests[0] == TestCase("3\n", "3\n2\n1\n")  # APPS lists of lines are joined
 
 
+def test_an_apps_problem_keeps_its_first_max_tests_distinct_tests(tmp_path):
+    """APPS kept every test of a row (some have hundreds, all run at each coder step) and repeated inputs,
+    unlike CodeContests and LiveCodeBench (the first max_tests distinct ones)."""
+    inputs = ["1\n", "1\n", *(f"{n}\n" for n in range(2, 40))]
+    row = {"problem_id": 9, "question": "Print n.", "solutions": json.dumps(["print(input())\n"]),
+           "input_output": json.dumps({"inputs": inputs, "outputs": inputs})}
+    (tmp_path / "apps.jsonl").write_text(json.dumps(row) + "\n")
+    (problem,) = load_problems(tmp_path / "apps.jsonl")
+    assert [t.input for t in problem.tests] == [f"{n}\n" for n in range(1, 21)] and problem.examples == problem.tests[:1]
+    (problem,) = load_problems(tmp_path / "apps.jsonl", max_tests=5)
+    assert len(problem.tests) == 5
+
+
 def test_load_codecontests():
     report = LoadReport()
     (problem,) = load_problems(FIXTURES / "code_codecontests.json", format="codecontests", report=report)

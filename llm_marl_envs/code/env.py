@@ -110,6 +110,8 @@ Version history:
   A CodeContests problem that reads or writes named files (`input_file`, `output_file`: input.txt) is
   skipped (v2 fed its tests on stdin, where a program following the statement, and its reference, read
   the file and failed: reward 0 and the tester's mask 0).
+  An APPS problem keeps its first 20 tests with distinct inputs, as CodeContests and LiveCodeBench do (v2
+  kept all, repeats included: some rows have hundreds of tests, all run at every coder step).
 - v2: a program may print twice the longest expected output of its golden tests (v1 kept the sandbox's
   64 KiB cap: a correct program on a dataset test with a longer expected output, common in CodeContests'
   generated tests, was killed with output_limit and failed it).

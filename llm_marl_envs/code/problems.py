@@ -20,6 +20,9 @@ a JSON string may also hold the decoded value (a parquet struct or list):
 LiveCodeBench ships most private tests as base64(zlib(pickle(json string))). Pickle is never
 loaded: the stream is decoded opcode by opcode (`pickletools.genops`, which executes nothing) and
 accepted only if it holds a single string; anything else raises `DatasetFormatError`.
+
+Every format keeps a problem's first `max_tests` (20) tests with distinct inputs: they all run at
+each coder step, and some rows hold hundreds.
 """
 
 from __future__ import annotations
@@ -184,7 +187,8 @@ def _apps_id(row: dict[str, Any]) -> str:
     return str(row.get("problem_id", row.get("id", "")))
 
 
-def problem_from_apps(row: dict[str, Any], split: str = "test", with_apps_split: bool = False) -> Problem | None:
+def problem_from_apps(row: dict[str, Any], split: str = "test", with_apps_split: bool = False,
+                      max_tests: int = 20) -> Problem | None:
     """One APPS row; None for call-based problems (`fn_name`) or rows without tests.
 
     `with_apps_split`: the id is `SPLIT/ID` with the row's own `split` field (APPS numbers its train and
@@ -201,7 +205,8 @@ def problem_from_apps(row: dict[str, Any], split: str = "test", with_apps_split:
     if len(inputs) != len(outputs):
         raise DatasetFormatError(f"APPS row {pid!r}: {len(inputs)} inputs but {len(outputs)} outputs")
     what = f"APPS row {pid!r}: input_output"
-    tests = tuple(TestCase(_text(i, what), _text(o, what)) for i, o in zip(inputs, outputs))
+    # Some rows hold hundreds of tests, every one run at each coder step: keep the first max_tests distinct ones.
+    tests = tuple(_dedupe(TestCase(_text(i, what), _text(o, what)) for i, o in zip(inputs, outputs))[:max_tests])
     if not tests:
         return None
     solutions = _json_field(row.get("solutions"), f"APPS row {pid!r}: solutions") or []
@@ -380,10 +385,11 @@ def load_problems(path: str | Path, format: Format = "auto", split: str = "test"
     folder or a Hub id, see `read_records`).
 
     `split`: the split every problem of the file belongs to ("train" | "val" | "test"), or "hash"
-    to spread them by the hash of their id (60/20/20). Call-based problems and problems without
-    tests are skipped and counted in `report.skipped`. A problem that appears twice is an error,
-    except APPS ids repeated by a file holding APPS's train and test problems, which each row's
-    `split` field then tells apart (ids `train/0`, `test/0`).
+    to spread them by the hash of their id (60/20/20). A problem keeps its first `max_tests` tests with
+    distinct inputs (in the row's order: CodeContests' and LiveCodeBench's public tests first).
+    Call-based problems and problems without tests are skipped and counted in `report.skipped`. A
+    problem that appears twice is an error, except APPS ids repeated by a file holding APPS's train
+    and test problems, which each row's `split` field then tells apart (ids `train/0`, `test/0`).
     """
     if split not in (*SPLITS, "hash"):
         raise ValueError(f"split (the code environment's dataset_split) must be one of {', '.join(SPLITS)} or 'hash', got {split!r}")
@@ -438,7 +444,7 @@ def _problems_of(rows: list[tuple[str, dict[str, Any]]], formats: list[str], spl
     wheres: dict[str, str] = {}
     for (where, row), fmt in zip(rows, formats):
         if fmt == "apps":
-            problem = problem_from_apps(row, split, with_apps_split)
+            problem = problem_from_apps(row, split, with_apps_split, max_tests)
         elif fmt == "codecontests":
             problem = problem_from_codecontests(row, split, max_tests)
         else:
