@@ -492,6 +492,43 @@ def test_a_codecontests_problem_runs_under_its_own_time_limit():
         assert limits(problem, sandbox=tight)[1:] == (2.0, 2.0, 2.0)  # never looser than the sandbox
 
 
+def test_a_mutants_time_cap_follows_the_problems_time_limit(monkeypatch):
+    """Mutants were timed out at 10x the reference's time capped at 1 s whatever the problem's limit: a slow
+    but correct mutant of a 2.5 s problem, which a program may be, was 'killed'. The analysis cache ignored
+    the limits, so an env with another time_limit_s reused them. (No program runs: the harness is faked.)"""
+    from llm_marl_envs.code import env as code_env, mutation
+    from llm_marl_envs.code.runner import BatchResult
+
+    (problem,) = load_problems(FIXTURES / "code_codecontests.json", format="codecontests")
+    harness, harness_inputs = [], []  # (reference_timeout, max_timeout) of every harness run
+
+    def fake_batch(sandbox, programs, inputs, *, reference_timeout, max_timeout, stop_at_first_kill, output_cap):
+        harness.append((reference_timeout, max_timeout))
+        return BatchResult([("ok", "x")] * len(inputs), [[1] * len(inputs) for _ in programs[1:]])
+
+    monkeypatch.setattr(mutation, "run_batch", fake_batch)
+    monkeypatch.setattr(code_env, "_ANALYSES", {})
+    with Sandbox(SandboxLimits(wall_time_s=10.0, cpu_time_s=4.0)) as roomy, \
+            Sandbox(SandboxLimits(wall_time_s=2.0, cpu_time_s=2.0)) as tight:  # nothing runs: no worker starts
+        def caps(p, sandbox=roomy, **kw):
+            env = code_v3.raw_env(problems=[p], sandbox=sandbox, **kw)
+            env.reset(seed=0, options={"instance": CodeInstance(p, 0)})
+            harness.clear()
+            analysis, stdin = env.analysis(), f"{len(harness_inputs)}\n"
+            harness_inputs.append(stdin)
+            analysis.kills(env.sandbox, p.reference, stdin)  # a new input: the harness runs
+            (job,) = {json.loads(job)["max_timeout"] for _, job, _ in analysis.planned_kills(env.sandbox, p.reference, "-1\n")}
+            assert set(harness) == {(analysis.reference_time_s, analysis.mutant_time_s)} and job == analysis.mutant_time_s
+            return analysis.reference_time_s, analysis.mutant_time_s
+
+        assert caps(problem) == (2.5, 2.5)
+        assert caps(problem, time_limit_s=1.0) == (2.0, 1.0)  # the default limit: v2's cap, and its own cache entry
+        assert caps(problem, time_limit_s=0.5) == (2.0, 1.0)  # never below 1 s (the sandbox gives a program that)
+        assert caps(replace(problem, id="quick", time_limit_s=0.5)) == (2.0, 1.0)
+        assert caps(THRESHOLD) == (2.0, 1.0)
+        assert caps(replace(problem, id="tight"), sandbox=tight) == (2.5, 2.0)  # no more than a program gets
+
+
 def test_load_livecodebench_with_plain_and_compressed_tests():
     report = LoadReport()
     problems = load_problems(FIXTURES / "code_livecodebench.jsonl", report=report)

@@ -70,10 +70,10 @@ G_{k-1} = the golden tests code_{k-1} passed. A program may print twice the long
 of the golden tests, or the sandbox's output cap when that is more. MutScore_k = the fraction of the reference
 solution's non-equivalent mutants (`code.mutation`) that the valid tests of the tester's suite
 kill (a mutant is killed when it crashes, prints another output, or runs over 10x the reference's
-CPU time on that input, clamped to [0.02, 1] s). Masks: the coder's is 1 when its reply holds a
-program (build and run logs exist), else 0, and its terms are then reported as 0; the tester's
-is 1 when the problem has a reference solution whose mutation analysis ran, else 0 (e.g.
-LiveCodeBench, which ships no solutions).
+CPU time on that input, clamped to [0.02 s, the problem's time limit but at least 1 s]). Masks: the
+coder's is 1 when its reply holds a program (build and run logs exist), else 0, and its terms are
+then reported as 0; the tester's is 1 when the problem has a reference solution whose mutation
+analysis ran, else 0 (e.g. LiveCodeBench, which ships no solutions).
 
 Interpretations. (1) The appendix gives no λ for code; we use 0.5 (algorithms remix from the
 breakdown in `infos`). (2) S_k for p_k and G_{k-1} is the golden hidden suite (issue 3: "team
@@ -110,6 +110,9 @@ Version history:
   A CodeContests problem that reads or writes named files (`input_file`, `output_file`: input.txt) is
   skipped (v2 fed its tests on stdin, where a program following the statement, and its reference, read
   the file and failed: reward 0 and the tester's mask 0).
+  A mutant is timed out at 10x the reference's CPU time clamped to [0.02 s, the problem's time limit but at
+  least 1 s] (v2: [0.02, 1] s whatever the limit: a slow but correct mutant of a 3 s problem, which a program
+  may be, counted as killed). The mutation analysis is cached per time limit too.
   An APPS problem keeps its first 20 tests with distinct inputs, as CodeContests and LiveCodeBench do (v2
   kept all, repeats included: some rows have hundreds of tests, all run at every coder step).
 - v2: a program may print twice the longest expected output of its golden tests (v1 kept the sandbox's
@@ -157,6 +160,8 @@ MODES: dict[str, tuple[str, ...]] = {"mas": ("coder", "tester"), "coder": ("code
 MUTATION_POOL_DRAWS = 16
 DEFAULT_TIME_LIMIT_S = 1.0
 """CPU seconds per test for a problem without a time limit of its own (and the least a dataset's limit gives)."""
+MUTANT_MIN_CAP_S = 1.0
+"""The least CPU time cap of a mutant's run (v2's cap for every problem)."""
 _VARIANTS = 2**31
 
 
@@ -246,14 +251,20 @@ def mutation_pool(problem: Problem) -> list[tuple[str, str | None]]:
 
 
 def mutation_analysis(problem: Problem, sandbox: Any, time_limit_s: float) -> MutationAnalysis | None:
-    """The problem's non-equivalent mutants (cached per problem); None without a reference."""
+    """The problem's non-equivalent mutants (cached per problem and time limit); None without a reference.
+
+    `time_limit_s`: a program's CPU seconds per test. The reference gets at least 2 s; a mutant gets 10x
+    the reference's time, at most what a program gets (a mutant slower than that would fail as a program
+    too), but at least 1 s, as the sandbox gives a program (it rounds CPU limits up to whole seconds)."""
     if problem.reference is None:
         return None
-    key = (problem.key, problem.reference_hash)
+    reference_time = max(time_limit_s, 2.0)
+    mutant_time = max(MUTANT_MIN_CAP_S, min(sandbox.limits.cpu_time_s, time_limit_s))
+    key = (problem.key, problem.reference_hash, reference_time, mutant_time)
     with _CACHE_LOCK:
         found = _ANALYSES.get(key)
     if found is None:
-        found = analyse(sandbox, problem.reference, mutation_pool(problem), max(time_limit_s, 2.0))
+        found = analyse(sandbox, problem.reference, mutation_pool(problem), reference_time, mutant_time_s=mutant_time)
         with _CACHE_LOCK:
             found = _ANALYSES.setdefault(key, found)
     return found
@@ -452,7 +463,7 @@ class raw_env(TextAECEnv):
                 analysis = self.analysis()
                 if analysis is not None and analysis.available:
                     runs += [((code, stdin), limits) for code, stdin, limits in
-                             analysis.planned_kills(self.sandbox, reference, test.input, self._reference_time())]
+                             analysis.planned_kills(self.sandbox, reference, test.input)]
         return [(self.sandbox, job, {"limits": limits}) for job, limits in runs]
 
     def _play_coder(self, reply: str) -> Play:
@@ -506,7 +517,7 @@ class raw_env(TextAECEnv):
             with ThreadPoolExecutor(2) as pool:
                 process = pool.submit(run_program, self.sandbox, self.problem.reference, [test.input],
                                       self._reference_limits(), self._cache)
-                batch = pool.submit(analysis.kills, self.sandbox, self.problem.reference, test.input, self._reference_time()) \
+                batch = pool.submit(analysis.kills, self.sandbox, self.problem.reference, test.input) \
                     if analysis is not None and analysis.available else None
                 first = process.result()[0]
                 second = batch.result() if batch is not None else None

@@ -196,21 +196,28 @@ class MutationAnalysis:
     available: bool
     """False when the reference itself failed on the pool (no trustworthy analysis)."""
     reason: str = ""
+    reference_time_s: float = 2.0
+    """CPU seconds the reference gets per run."""
+    mutant_time_s: float = 1.0
+    """The most CPU seconds a mutant gets per run (it gets 10x the reference's time, at least 0.02 s):
+    the problem's time limit, so that a mutant killed by timing out is one a program could not be."""
     _kills: dict[str, tuple[str, str, frozenset[int]] | None] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __deepcopy__(self, memo: dict) -> MutationAnalysis:
         return self
 
-    def kills(self, sandbox: Sandbox, reference: str, stdin: str, time_limit_s: float) -> tuple[str, str, frozenset[int]] | None:
-        """(reference status, reference stdout, indices of killed mutants) on `stdin`; cached.
+    def kills(self, sandbox: Sandbox, reference: str, stdin: str) -> tuple[str, str, frozenset[int]] | None:
+        """(reference status, reference stdout, indices of killed mutants) on `stdin`, under the analysis's
+        time limits; cached.
 
         None when the analysis could not be run on this input.
         """
         with self._lock:
             if stdin in self._kills:
                 return self._kills[stdin]
-        result = _kill_matrix(sandbox, reference, [m.source for m in self.mutants], [stdin], time_limit_s, stop=False)
+        result = _kill_matrix(sandbox, reference, [m.source for m in self.mutants], [stdin], self.reference_time_s,
+                              self.mutant_time_s, stop=False)
         value = None
         if result is not None:
             (status, out), = result[0]
@@ -220,13 +227,14 @@ class MutationAnalysis:
             self._kills[stdin] = value
         return value
 
-    def planned_kills(self, sandbox: Sandbox, reference: str, stdin: str, time_limit_s: float) -> list[tuple[str, str, SandboxLimits]]:
+    def planned_kills(self, sandbox: Sandbox, reference: str, stdin: str) -> list[tuple[str, str, SandboxLimits]]:
         """The sandbox runs (code, stdin, limits) that `kills` would make now on `stdin`: none once it is
         cached (a harness that dies is retried mutant by mutant, which is not planned)."""
         with self._lock:
             if stdin in self._kills:
                 return []
-        return [batch_job(sandbox, [reference, *group], [stdin], reference_timeout=time_limit_s, stop_at_first_kill=False)
+        return [batch_job(sandbox, [reference, *group], [stdin], reference_timeout=self.reference_time_s,
+                          max_timeout=self.mutant_time_s, stop_at_first_kill=False)
                 for group in _groups(sandbox, [m.source for m in self.mutants])]
 
     def score(self, killed: set[int] | frozenset[int]) -> float:
@@ -242,14 +250,15 @@ def _groups(sandbox: Sandbox, mutants: list[str]) -> list[list[str]]:
 
 
 def _kill_matrix(sandbox: Sandbox, reference: str, mutants: list[str], inputs: list[str], time_limit_s: float,
-                 stop: bool, output_cap: int = 1 << 20) -> tuple[list[tuple[str, str]], list[list[int | None]]] | None:
+                 mutant_time_s: float, stop: bool, output_cap: int = 1 << 20
+                 ) -> tuple[list[tuple[str, str]], list[list[int | None]]] | None:
     """Reference outputs and kill rows, splitting the batch across workers; a batch whose harness
     dies is retried one mutant per process, and a mutant that kills its harness counts as killed."""
     groups = _groups(sandbox, mutants)
 
     def batch(group: list[str]):
-        return run_batch(sandbox, [reference, *group], inputs, reference_timeout=time_limit_s, stop_at_first_kill=stop,
-                         output_cap=output_cap)
+        return run_batch(sandbox, [reference, *group], inputs, reference_timeout=time_limit_s, max_timeout=mutant_time_s,
+                         stop_at_first_kill=stop, output_cap=output_cap)
 
     if len(groups) == 1:
         results = [batch(groups[0])]
@@ -280,24 +289,29 @@ def _kill_matrix(sandbox: Sandbox, reference: str, mutants: list[str], inputs: l
 
 
 def analyse(sandbox: Sandbox, reference: str, pool: list[tuple[str, str | None]], time_limit_s: float,
-            max_mutants: int = MAX_MUTANTS) -> MutationAnalysis:
+            max_mutants: int = MAX_MUTANTS, mutant_time_s: float = 1.0) -> MutationAnalysis:
     """Generate mutants and keep those that some pool input kills.
 
     `pool`: (input, expected output or None). With expected outputs (dataset tests), the reference
-    must reproduce them, else the analysis is marked unavailable.
+    must reproduce them, else the analysis is marked unavailable. `time_limit_s`: the reference's CPU
+    seconds per run; `mutant_time_s`: a mutant's most (`MutationAnalysis.mutant_time_s`).
     """
+    times = {"reference_time_s": time_limit_s, "mutant_time_s": mutant_time_s}
     candidates = generate_mutants(reference, max_mutants)
     inputs = [stdin for stdin, _ in pool]
     # Room for the dataset's longest expected output, as the coder's program gets.
-    result = _kill_matrix(sandbox, reference, [m.source for m in candidates], inputs, time_limit_s, stop=True,
+    result = _kill_matrix(sandbox, reference, [m.source for m in candidates], inputs, time_limit_s, mutant_time_s, stop=True,
                           output_cap=output_room(1 << 20, (expected for _, expected in pool if expected)))
     if result is None:
-        return MutationAnalysis([], len(candidates), False, "the reference solution could not be run")
+        return MutationAnalysis([], len(candidates), False, "the reference solution could not be run", **times)
     reference_runs, rows = result
     for (status, out), (stdin, expected) in zip(reference_runs, pool):
         if status != "ok":
-            return MutationAnalysis([], len(candidates), False, f"the reference solution failed ({status}) on a pool input")
+            return MutationAnalysis([], len(candidates), False, f"the reference solution failed ({status}) on a pool input",
+                                    **times)
         if expected is not None and out.split() != expected.split():
-            return MutationAnalysis([], len(candidates), False, "the reference solution does not reproduce the dataset's tests")
+            return MutationAnalysis([], len(candidates), False, "the reference solution does not reproduce the dataset's tests",
+                                    **times)
     kept = [m for m, row in zip(candidates, rows) if any(v == 1 for v in row)]
-    return MutationAnalysis(kept, len(candidates), bool(kept), "" if kept else "no mutant is distinguishable on the pool")
+    return MutationAnalysis(kept, len(candidates), bool(kept), "" if kept else "no mutant is distinguishable on the pool",
+                            **times)
