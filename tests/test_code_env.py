@@ -460,6 +460,17 @@ def test_load_codecontests():
     assert problem.time_limit_s == 2.5  # time_limit: {seconds: 2, nanos: 500000000}
 
 
+def test_a_codecontests_reference_is_its_first_python3_solution_that_compiles(tmp_path):
+    """Some CodeContests solutions marked Python 3 are Python 2 (`print x`); taking the first one as the
+    reference made every tester test 'invalid' (the reference fails on the input) and the tester's mask 0."""
+    py2, py3 = "n = int(input())\nprint n * 2\n", "n = int(input())\nprint(n * 2)\n"
+    row = {"name": "twice", "description": "Print 2n.", "public_tests": {"input": ["3\n"], "output": ["6\n"]},
+           "solutions": {"language": [1, 2, 3, 3], "solution": ["print(int(input()) * 2)\n", "int main() {}", py2, py3]}}
+    (tmp_path / "cc.jsonl").write_text(json.dumps(row) + "\n")
+    (problem,) = load_problems(tmp_path / "cc.jsonl")
+    assert problem.reference == py3  # not the Python 2 entry (language 1) either, though it compiles
+
+
 def test_a_codecontests_problem_with_file_io_is_skipped(tmp_path):
     """Old Codeforces problems read input.txt and write output.txt (`input_file`, `output_file`); their tests
     were fed on stdin, where a program following the statement, and the reference, failed."""

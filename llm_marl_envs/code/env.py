@@ -113,6 +113,9 @@ Version history:
   A mutant is timed out at 10x the reference's CPU time clamped to [0.02 s, the problem's time limit but at
   least 1 s] (v2: [0.02, 1] s whatever the limit: a slow but correct mutant of a 3 s problem, which a program
   may be, counted as killed). The mutation analysis is cached per time limit too.
+  A CodeContests problem's reference is its first Python 3 solution that compiles, as APPS's is (v2 took the
+  first marked Python 3: one that did not compile, a Python 2 one mislabelled, made every tester test invalid
+  and the tester's mask 0).
   An APPS problem keeps its first 20 tests with distinct inputs, as CodeContests and LiveCodeBench do (v2
   kept all, repeats included: some rows have hundreds of tests, all run at every coder step).
 - v2: a program may print twice the longest expected output of its golden tests (v1 kept the sandbox's

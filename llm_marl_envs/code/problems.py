@@ -14,7 +14,7 @@ a JSON string may also hold the decoded value (a parquet struct or list):
 | format | statement | tests | reference |
 |---|---|---|---|
 | APPS | `question` | `input_output` (JSON string: `inputs`, `outputs`; `fn_name` = call-based, skipped); a file holding train and test rows (their ids repeat) needs a `split` field in each | first of `solutions` (JSON string list) that compiles (APPS has Python 2 ones) |
-| CodeContests | `description` | `public_tests`, `private_tests`, `generated_tests` (`{input: [...], output: [...]}`); `time_limit` (`{seconds, nanos}`) is the problem's time limit; a problem with an `input_file` or `output_file` (file I/O) is skipped | first Python 3 entry of `solutions` (`{language: [...], solution: [...]}`, language 3) |
+| CodeContests | `description` | `public_tests`, `private_tests`, `generated_tests` (`{input: [...], output: [...]}`); `time_limit` (`{seconds, nanos}`) is the problem's time limit; a problem with an `input_file` or `output_file` (file I/O) is skipped | first Python 3 entry of `solutions` (`{language: [...], solution: [...]}`, language 3) that compiles |
 | LiveCodeBench | `question_content` | `public_test_cases`, `private_test_cases` (JSON strings of `{input, output, testtype}`; `functional` = call-based, skipped) | none |
 
 LiveCodeBench ships most private tests as base64(zlib(pickle(json string))). Pickle is never
@@ -175,6 +175,12 @@ def _text(value: Any, what: str) -> str:
     return with_newline(str(value))
 
 
+def _first_that_compiles(solutions: Iterable[Any]) -> str | None:
+    """The reference: the first of a row's solutions that Python 3 compiles (one that does not would make
+    every tester test 'invalid' and the tester's mask 0)."""
+    return next((s for s in solutions if isinstance(s, str) and compile_error(s) is None), None)
+
+
 def _assign_split(key: str, split: str) -> str:
     return split_of(key) if split == "hash" else split
 
@@ -210,8 +216,8 @@ def problem_from_apps(row: dict[str, Any], split: str = "test", with_apps_split:
     if not tests:
         return None
     solutions = _json_field(row.get("solutions"), f"APPS row {pid!r}: solutions") or []
-    # APPS lists Python 2 solutions too (`print x`): the reference is the first one Python 3 compiles.
-    reference = next((s for s in solutions if isinstance(s, str) and compile_error(s) is None), None)
+    # APPS lists Python 2 solutions too (`print x`).
+    reference = _first_that_compiles(solutions)
     key = f"apps:{pid}"
     return Problem(
         id=pid, statement=str(row["question"]), reference=reference,
@@ -261,13 +267,10 @@ def problem_from_codecontests(row: dict[str, Any], split: str = "test", max_test
     tests = _dedupe(public + hidden)[:max_tests]
     if not tests:
         return None
-    reference = None
     sols = row.get("solutions") or {}
-    if isinstance(sols, dict):
-        for lang, code in zip(sols.get("language", []), sols.get("solution", [])):
-            if lang == CODECONTESTS_PYTHON3:
-                reference = code
-                break
+    # Some entries marked Python 3 are Python 2 (`print x`) or do not parse.
+    reference = _first_that_compiles(code for lang, code in zip(sols.get("language", []), sols.get("solution", []))
+                                     if lang == CODECONTESTS_PYTHON3) if isinstance(sols, dict) else None
     key = f"codecontests:{name}"
     return Problem(
         id=name, statement=str(row["description"]), reference=reference, split=_assign_split(key, split),
