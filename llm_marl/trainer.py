@@ -14,6 +14,8 @@ Deviations (numbered, as the algorithms' own are):
 1. Samples with advantage 0 are left out of the update when the KL weight is 0: their policy
    gradient is exactly zero, and on a CPU the forward/backward pass is the dominant cost. The
    token-mean normaliser then counts informative tokens only (as DAPO's dynamic sampling does).
+   A sample is left out only with its whole loss segment (all of the segment's advantages 0): its
+   tokens count in the segment's seq-mean normaliser and its sequence-level ratio.
 2. The learning-rate schedule advances once per training step, not per minibatch, so it does not
    depend on how many samples a step happened to produce.
 """

@@ -106,7 +106,10 @@ def plan_update(samples: list[Sample], optim: Any, loss_config: LossConfig, segm
     for adapter, batch in sorted(batches_by_adapter(samples).items(), key=lambda kv: str(kv[0])):
         if adapter is None:
             continue  # replies of the frozen base model (no adapter) are not trained
-        informative = [s for s in batch if s.response_ids and (loss_config.beta > 0 or s.advantage != 0.0)]
+        # A reply with advantage 0 has no policy gradient of its own, but its tokens count in its loss segment's
+        # normaliser (seq-mean) and ratio (sequence level): it is left out only with its whole segment.
+        live = {segment_key(s, segment) for s in batch if s.response_ids and (loss_config.beta > 0 or s.advantage != 0.0)}
+        informative = [s for s in batch if s.response_ids and segment_key(s, segment) in live]
         counts[f"update/{adapter}/samples"] = float(len(batch))
         counts[f"update/{adapter}/skipped_zero_advantage"] = float(len(batch) - len(informative))
         if not informative:

@@ -71,3 +71,31 @@ def test_micro_batches_keep_loss_units_whole():
 def test_micro_batch_size_must_not_be_negative():
     with pytest.raises(ValueError, match="--micro-batch-size must be >= 0"):
         OptimConfig(micro_batch_size=-1)
+
+
+@pytest.mark.parametrize("aggregation, ratio", [("seq-mean", "token"), ("seq-mean", "sequence"), ("seq-sum", "sequence")])
+def test_a_zero_advantage_reply_left_out_of_the_update_leaves_its_segment_s_gradient_unchanged(aggregation, ratio):
+    """A reply with advantage 0 is left out only with its whole loss segment: its tokens count in the segment's
+    normaliser (seq-mean) and in its sequence-level ratio, so leaving it out would reweight or change the rest."""
+    from llm_marl.rollout import Sample
+
+    def sample(i, episode, advantage, n):
+        return Sample(sample_id=i, task_id="t", episode_id=episode, decision_id=i, candidate=0, role="tool", turn=0, step=0,
+                      adapter="tool", messages=[], text="", prompt_ids=[3 + i, 4 + i], response_ids=[10 + i] * n,
+                      old_logprobs=[-5.0] * n, advantage=advantage)
+
+    def step(zero):  # SGD: a reweighted gradient shows in the step (AdamW's first step would hide a common scale)
+        policy = tiny_policy(dtype="float64")
+        optimizers = {a: torch.optim.SGD(policy.trainable_parameters(a), lr=1.0) for a in policy.adapters}
+        # e0: one informative reply and one with advantage `zero`, of different lengths; e1: one informative reply.
+        samples = [sample(0, "e0", 1.0, 2), sample(1, "e0", zero, 6), sample(2, "e1", -0.5, 3)]
+        optim = OptimConfig(lr=1.0, minibatch_size=8, epochs=1, ratio_level=ratio, loss_agg=aggregation, grad_clip=1e9)
+        metrics = update_policy(policy, optimizers, samples, optim, LossConfig(aggregation=aggregation, ratio_level=ratio),
+                                1.0, "episode", np.random.default_rng(0))
+        return adapter_weights(policy), metrics
+
+    dropped, metrics = step(0.0)
+    kept, _ = step(1e-300)  # not left out, and its own policy gradient is ~0
+    for name in kept:
+        torch.testing.assert_close(dropped[name], kept[name], atol=1e-12, rtol=1e-9)
+    assert metrics["update/tool/skipped_zero_advantage"] == 0.0  # e0 has an informative reply: it is trained whole
