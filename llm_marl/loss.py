@@ -15,6 +15,7 @@ Gradient clipping, AdamW and the learning-rate schedule live in the trainer loop
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Literal
 
@@ -95,7 +96,11 @@ def clipped_surrogate(log_ratio: torch.Tensor, advantages: torch.Tensor, eps_low
     (loss [B, T], clipped [B, T] bool: where the clipped branch is active, so the gradient is 0).
     """
     adv = advantages.unsqueeze(1) if advantages.dim() == 1 else advantages
-    ratio = torch.exp(log_ratio)
+    # Where A >= 0 a ratio past 1 + eps_high is clipped (A > 0) or weightless (A = 0): a constant loss, gradient 0.
+    # Capping its log there keeps exp finite: a sequence-level log-ratio summed over a long trajectory can pass
+    # exp's range (88 nats in float32), and inf·0 made the loss or the whole step's gradient NaN.
+    cap = math.log1p(eps_high) + 1.0
+    ratio = torch.exp(torch.where(adv >= 0, log_ratio.clamp(max=cap), log_ratio))
     unclipped = -ratio * adv
     clipped = -torch.clamp(ratio, 1.0 - eps_low, 1.0 + eps_high) * adv
     loss = torch.maximum(unclipped, clipped)

@@ -121,6 +121,28 @@ def test_sequence_level_ratio_and_clipping():
     assert logp.grad[1].tolist() == pytest.approx([0.0, 0.0, 0.0])
 
 
+@pytest.mark.parametrize("advantage, beta", [(1.0, 0.0), (0.0, 0.04)])
+def test_a_clipped_segment_with_a_huge_sequence_ratio_keeps_the_gradient_finite(advantage, beta):
+    """A trajectory's summed log-ratio past exp's range (100 nats over a long reply) with A >= 0 is clipped or
+    weightless: its loss is finite and its gradient 0, and it must not make the rest of the step NaN."""
+    cfg = LossConfig(ratio_level="sequence", aggregation="seq-mean", beta=beta)
+    mask = torch.ones(2, 4)
+    adv = torch.tensor([advantage, -0.5])
+
+    def grad(shift):
+        logp = torch.full((2, 4), -1.0, requires_grad=True)
+        old = torch.full((2, 4), -1.0)
+        old[0] -= shift / 4  # segment 0's log-ratio sums to `shift`
+        loss, _ = policy_loss(logp, old, adv, mask, cfg, ref_logprobs=torch.full((2, 4), -1.0))
+        loss.backward()
+        return float(loss.detach()), logp.grad
+
+    loss, huge = grad(100.0)
+    expected_loss, expected = grad(5.0)  # clipped (or weightless) too, within exp's range
+    assert math.isfinite(loss) and loss == pytest.approx(expected_loss)
+    torch.testing.assert_close(huge, expected)
+
+
 def test_k3_kl_is_nonnegative_and_pulls_toward_the_reference():
     logp = torch.tensor([[0.0, -1.0, -2.0]], dtype=torch.float64, requires_grad=True)
     ref = torch.tensor([[-0.3, -1.0, -1.5]], dtype=torch.float64)
