@@ -252,6 +252,28 @@ def test_grpo_groups_are_tasks_and_episode_credit_is_broadcast(return_kind):
     assert [len(c) for c in engine.calls] == [3, 2]
 
 
+class NanRewardPlanPath(plan_path_v2.raw_env):
+    """An environment bug: every step's reward is NaN (its infos stay finite)."""
+
+    def step(self, action):
+        agent = self.agent_selection
+        super().step(action)
+        self.rewards[agent] = float("nan")
+
+
+def test_a_non_finite_environment_reward_is_refused_naming_the_task_and_step():
+    algo = get("grpo")
+    config = algo.config_cls(G=3)
+    engine = ScriptedEngine(lambda req, k: GRPO_SCRIPT["pp/" + req.tag.episode_id.rsplit("/", 1)[1]][req.tag.step])
+    tasks = [Task("plan_path/train/7", partial(NanRewardPlanPath, mode="planner", max_turns=2), seed=0,
+                  options={"instance": INSTANCE})]
+    out = rollout(tasks, algo.sampling_plan(config), engine, sigma=lambda role: None)
+    with pytest.raises(ValueError, match=r"grpo: credit of sample 0 \(planner on plan_path/train/7\) is nan: the environment "
+                                         r"returned non-finite values at planner's step 0 on plan_path/train/7/g0 \(reward nan\);"
+                                         r".*; and 2 more\. An environment's rewards and infos must be finite numbers"):
+        assign_advantages(out, algo, config)
+
+
 def test_registry_ids_and_errors():
     assert set(ALGORITHMS) == {"grpo", "at-grpo", "matpo", "mhgpo", "sharp"}
     assert get("AT_GRPO").id == "at-grpo"

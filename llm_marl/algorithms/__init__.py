@@ -156,7 +156,8 @@ def assign_advantages(rollout: Rollout, algorithm: Algorithm | str, config: Any,
             s.group_key = (s.group_key, s.role)
     for s in samples:
         if not math.isfinite(s.credit):
-            raise ValueError(f"{algo.id}: credit of sample {s.sample_id} is {s.credit}")
+            raise ValueError(f"{algo.id}: credit of sample {s.sample_id} ({s.role} on {s.task_id}) is {s.credit}"
+                             + _nonfinite_steps(rollout, s.task_id))
     member_of: dict[Hashable, int] = {}
     member_credit: list[float] = []
     member_group: list[Hashable] = []
@@ -181,6 +182,25 @@ def assign_advantages(rollout: Rollout, algorithm: Algorithm | str, config: Any,
     out["credit/std"] = float(credits.std(unbiased=False)) if len(samples) else 0.0
     out["samples/trainable"] = float(len(samples))
     return out
+
+
+def _nonfinite_steps(rollout: Rollout, task_id: str) -> str:
+    """Why a credit of `task_id` is not finite, when its environment said so: the steps whose reward or
+    numeric infos are NaN or inf (a credit reads them, on its own line of play or on its replays)."""
+    steps = []
+    for t in rollout.samples:
+        if t.task_id != task_id:
+            continue
+        bad = [] if math.isfinite(t.reward) else [f"reward {t.reward}"]
+        bad += [f"{k} {v}" for k, v in t.info.items()
+                if isinstance(v, (int, float)) and not isinstance(v, bool) and not math.isfinite(v)]
+        if bad:
+            steps.append(f"{t.role}'s step {t.step} on {t.episode_id} ({', '.join(bad)})")
+    if not steps:
+        return ""
+    shown = "; ".join(steps[:3]) + (f"; and {len(steps) - 3} more" if len(steps) > 3 else "")
+    return (f": the environment returned non-finite values at {shown}. An environment's rewards and infos must be "
+            "finite numbers")
 
 
 __all__ = ["ALGORITHMS", "Algorithm", "AlgorithmEntry", "assign_advantages", "get"]
