@@ -106,7 +106,10 @@ def step_messages(metrics: dict[str, float], adapters: list[str], hints: set[str
         samples = int(metrics.get(f"update/{adapter}/samples", 0))
         if metrics.get(f"update/{adapter}/skipped_nonfinite", 0):
             continue  # said above
-        reason = "it got no samples" if not samples else f"all its {samples} samples had advantage 0"
+        empty = int(metrics.get(f"update/{adapter}/skipped_empty", 0))
+        reason = ("it got no samples" if not samples else f"all its {samples} samples had advantage 0" if not empty else
+                  f"none of its {samples} samples had a reply token" if empty == samples else
+                  f"its {samples} samples had advantage 0 ({samples - empty}) or no reply token ({empty})")
         messages.append(f"adapter {adapter!r} took no optimiser step: {reason}")
     return messages
 

@@ -111,7 +111,9 @@ def plan_update(samples: list[Sample], optim: Any, loss_config: LossConfig, segm
         live = {segment_key(s, segment) for s in batch if s.response_ids and (loss_config.beta > 0 or s.advantage != 0.0)}
         informative = [s for s in batch if s.response_ids and segment_key(s, segment) in live]
         counts[f"update/{adapter}/samples"] = float(len(batch))
-        counts[f"update/{adapter}/skipped_zero_advantage"] = float(len(batch) - len(informative))
+        empty = sum(1 for s in batch if not s.response_ids)  # no tokens to train (an empty or cut-off reply)
+        counts[f"update/{adapter}/skipped_empty"] = float(empty)
+        counts[f"update/{adapter}/skipped_zero_advantage"] = float(len(batch) - empty - len(informative))
         if not informative:
             continue
         units = loss_units(informative, segment, share_prompts=optim.share_prompts)

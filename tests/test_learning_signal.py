@@ -55,6 +55,27 @@ def _cut_tool_reply(request, k):
     return "#### [R]"
 
 
+@pytest.mark.parametrize("tokens, reason", [
+    ([0, 0, 0], "none of its 3 samples had a reply token"),
+    ([0, 2, 2], "its 3 samples had advantage 0 (2) or no reply token (1)")])
+def test_an_adapter_whose_replies_had_no_tokens_is_not_said_to_have_advantage_0(tokens, reason):
+    import numpy as np
+
+    from llm_marl.config import OptimConfig
+    from llm_marl.loss import LossConfig
+    from llm_marl.rollout import Sample
+    from llm_marl.update import plan_update
+
+    # An empty reply (the engine stopped at once, or the prompt filled the context) keeps its nonzero advantage.
+    samples = [Sample(i, "t", f"e{i}", i, 0, "worker", 0, 0, "worker", [], "", [1], [5] * n, [-1.0] * n,
+                      advantage=1.0 if n == 0 else 0.0) for i, n in enumerate(tokens)]
+    shards, counts = plan_update(samples, OptimConfig(), LossConfig(), "sample", np.random.default_rng(0))
+    assert shards == [[]]
+    assert counts["update/worker/skipped_empty"] == 1 + (tokens[1] == 0) * 2
+    assert step_messages({"advantage/groups": 1, **counts}, ["worker"], set()) == [
+        f"adapter 'worker' took no optimiser step: {reason}"]
+
+
 def test_a_truncated_reply_is_labelled_truncated_not_a_format_error():
     tasks = make_tasks("plan_path", [0, 1], env_kwargs=QUICK)
     out = rollout(tasks, parallel(2), ScriptedEngine(_cut_tool_reply), sampling=SamplingParams(seed=0))
