@@ -6,6 +6,9 @@ recorded through the environment's own text interface as chat transcripts.
 
 Each record is one reply: the observation the role saw, then the oracle's reply as the assistant
 message, in the JSONL format `llm-marl sft --data` reads (TRL's conversational format plus `agent`).
+Where the observation holds the role's earlier replies (Deep-Search's and MASS's multi-turn chats),
+they carry `"weight": 0` (OpenAI's fine-tuning format: not a target): each reply is learned once,
+from the record that ends with it, and a random teammate's reply is never learned from.
 
 With `noise` > 0, each reply is the random agent's instead, with that probability, and is not
 recorded: the oracle's later replies then show how to recover from a teammate's mistake (a Plan-Path
@@ -52,6 +55,7 @@ def oracle_demonstrations(env_name: str, episodes: int, *, split: str = "train",
                 continue
             reply = oracle.act(role, observation)
             env.step(reply)
-            yield {"agent": role, "messages": [*observation["messages"], {"role": "assistant", "content": reply}],
+            shown = [dict(m, weight=0) if m["role"] == "assistant" else m for m in observation["messages"]]
+            yield {"agent": role, "messages": [*shown, {"role": "assistant", "content": reply}],
                    "env": env_name, "split": split, "seed": instance, "turn": int(observation.get("turn", 0)),
                    "reward": float(env.rewards.get(role, 0.0))}

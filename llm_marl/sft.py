@@ -6,7 +6,8 @@
 
 A transcript is one JSON object per line in TRL's conversational format, `{"messages": [{"role":
 "system", ...}, {"role": "user", ...}, {"role": "assistant", "content": "..."}], "agent": "planner"}`:
-every assistant message is a target, given the messages before it (the loss covers only the
+every assistant message is a target (unless it has `"weight": 0`, as in OpenAI's fine-tuning format: the
+role's earlier replies in the prompt of a later one), given the messages before it (the loss covers only the
 assistant's tokens, up to and including the end-of-turn token, so the model also learns to stop).
 `agent` names the role that replied; σ (`--policy`, as in `train`) routes the example to that role's
 adapter. Without `agent`, examples go to the shared adapter.
@@ -106,13 +107,21 @@ def check_transcript(record: Any, where: str) -> None:
     for message in messages:
         if not (isinstance(message, dict) and isinstance(message.get("role"), str) and isinstance(message.get("content"), str)):
             raise ValueError(f"{where}: every message needs a string 'role' and 'content', got {message!r:.80}")
-    if not any(m["role"] == "assistant" for m in messages):
-        raise ValueError(f"{where}: no assistant message to learn from")
+    if any(m.get("weight", 1) not in (0, 1) or isinstance(m.get("weight"), bool) for m in messages):
+        raise ValueError(f"{where}: a message's 'weight' must be 0 (not a target) or 1 (a target, the default)")
+    if not any(is_target(m) for m in messages):
+        weighed = any(m["role"] == "assistant" for m in messages)
+        raise ValueError(f"{where}: no assistant message to learn from{' (every one has weight 0)' if weighed else ''}")
     if messages[0]["role"] == "assistant":  # its prompt would be an empty chat, which no chat template renders
         raise ValueError(f"{where}: the first message is an assistant reply, with no prompt before it; begin with the system "
                          "or user message it answers")
     if "agent" in record and not isinstance(record["agent"], str):
         raise ValueError(f"{where}: 'agent' must be a role name")
+
+
+def is_target(message: dict[str, Any]) -> bool:
+    """An assistant message not marked `"weight": 0` (an earlier reply kept in a later prompt)."""
+    return message["role"] == "assistant" and message.get("weight", 1) != 0
 
 
 def reply_tokens(tokenizer: Any, messages: list[dict[str, str]], thinking: bool = False) -> tuple[list[int], list[int]]:
@@ -145,9 +154,10 @@ def build_examples(policy: Any, transcripts: Iterable[dict[str, Any]], max_lengt
             raise ValueError("a transcript has no 'agent' and this --policy has no shared adapter: add \"agent\": <role> "
                              "to each transcript, or use --policy shared")
         adapter = policy.adapter_for(role) if role is not None else policy.default_adapter
-        messages = record["messages"]
-        for end, message in enumerate(messages):
-            if message["role"] != "assistant":
+        # The chat the role saw, without the weights (the chat template renders what the engines render).
+        messages = [{k: v for k, v in m.items() if k != "weight"} for m in record["messages"]]
+        for end, message in enumerate(record["messages"]):
+            if not is_target(message):
                 continue
             prompt_ids, target_ids = reply_tokens(policy.tokenizer, messages[: end + 1], policy.thinks(role))
             if len(prompt_ids) + len(target_ids) > max_length:

@@ -140,6 +140,34 @@ def test_examples_target_the_reply_and_its_end_of_turn_token_and_follow_sigma(pe
         build_examples(per_role, [{"messages": records[0]["messages"]}])
 
 
+def test_a_multi_turn_demonstration_teaches_each_oracle_reply_once_and_no_teammates_reply(per_role):
+    """A Deep-Search agent's observation holds its earlier replies: every record re-taught them all (27 records of 8
+    episodes were 99 targets), and with --demo-noise the random teammate's replies among them, which the
+    demonstrations promise are never learned from. They carry weight 0: one target per record, its own reply."""
+    records = list(oracle_demonstrations("deep_search", 3, env_kwargs={"mode": "single"}, noise=0.5))
+    replies = {r["messages"][-1]["content"] for r in records}
+    shown = [m["content"] for r in records for m in r["messages"][:-1] if m["role"] == "assistant"]
+    assert shown and any(reply not in replies for reply in shown)  # the case: earlier replies, a teammate's among them
+    policy = per_role  # the single agent is a planner
+    examples, skipped = build_examples(policy, records)
+    assert skipped == 0 and len(examples) == len(records)
+    eos = policy.tokenizer.eos_token
+    assert [policy.tokenizer.decode(e.target_ids) for e in examples] == [r["messages"][-1]["content"] + eos for r in records]
+    # The prompt is the chat the role saw, as the engines render it (no weights).
+    last = records[-1]["messages"]
+    assert examples[-1].prompt_ids == reply_tokens(policy.tokenizer, [{"role": m["role"], "content": m["content"]} for m in last])[0]
+
+
+def test_a_transcript_weight_is_zero_or_one(tmp_path):
+    path = tmp_path / "t.jsonl"
+    path.write_text('{"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo", "weight": 0}]}\n')
+    with pytest.raises(ValueError, match=r"t.jsonl:1: no assistant message to learn from \(every one has weight 0\)"):
+        read_transcripts(path)
+    path.write_text('{"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo", "weight": 0.5}]}\n')
+    with pytest.raises(ValueError, match="'weight' must be 0"):
+        read_transcripts(path)
+
+
 def test_sft_raises_the_likelihood_of_held_out_oracle_replies(tmp_path):
     config = SFTConfig(env="plan_path", env_args=TINY, epochs=3, lr=5e-3, batch_size=8, out_dir=str(tmp_path), run_name="s")
     model = ModelConfig(model="tiny-random", policy="per-role", lora_r=8, lora_alpha=16)
