@@ -293,6 +293,28 @@ def test_dataset_fixture_problems_through_the_oracle_table(sandbox):
         assert env.success, item.question
 
 
+@pytest.mark.parametrize("fixture", ["math_gsm8k.jsonl", "math_math.jsonl", "math_aime.jsonl", "math_polaris.jsonl"])
+def test_the_oracle_of_a_dataset_env_knows_its_problems(fixture, sandbox):
+    """`make_oracle("math", env_kwargs)` ignored the env's dataset=: `play --agent oracle` failed every row, and
+    `llm-marl sft --env-arg dataset=...` trained on "I cannot solve this problem." for every reply."""
+    from agents.demonstrations import oracle_demonstrations
+
+    kwargs = {"dataset": str(FIXTURES / fixture)}
+    env, oracle = math_v2.raw_env(**kwargs, sandbox=sandbox), make_oracle("math", kwargs)
+    for item in env.dataset_instances():
+        assert run_episode(env, oracle, instance=item).success, item.question
+    split = next(s for s in ("train", "val", "test") if env.dataset_instances(s))
+    records = list(oracle_demonstrations("math", 1, split=split, env_kwargs=kwargs))
+    assert records and all(r["reward"] == 1.0 for r in records)
+
+
+def test_the_oracle_finds_a_dataset_problem_with_blank_lines(sandbox):
+    """The table was looked up by the problem's first paragraph only (MATH's problems hold blank lines)."""
+    item = MathInstance(question="Let x = 3.\n\nWhat is 2x + 1?", answer="7", source="jsonl")
+    env = math_v2.raw_env(dataset=[item], sandbox=sandbox)
+    assert run_episode(env, MathOracle({item.question: item.answer}), instance=item).success
+
+
 def test_a_math_percentage_answer_written_as_a_decimal_earns_the_right_answers_reward(fresh, tmp_path):
     """MATH's reference `12.5\\%` (from its solution's box): v1 scored the reasoner's 12.5 and the tool's
     printed 12.5 wrong (Math-Verify's unevaluated 1/100 failed the NumEq stage), so neither agreed nor won."""

@@ -7,34 +7,49 @@ writes that exact answer as `#### \\boxed{...}`; the tool writes the generator's
 program, which computes the answer itself (Fractions, integer arithmetic, brute force) in the
 sandbox.
 
-Dataset problems cannot be parsed: give the oracle a lookup table `answers` (question -> answer,
-e.g. `{p.question: p.answer for p in load_dataset(path)}`); an unknown problem gets an honest
-"cannot solve" reply (the reasoner boxes nothing, the tool prints nothing useful).
+Dataset problems cannot be parsed: the oracle looks them up in the environment's own `dataset`
+(`make_oracle` passes it, as the environment was made with it) or a lookup table `answers` (question
+-> answer); an unknown problem gets an honest "cannot solve" reply (the reasoner boxes nothing, the
+tool prints nothing useful).
 """
 
 from __future__ import annotations
 
-import re
+import os
 from typing import Any
 
 from llm_marl_envs.math.problems import recognise
 
 from ..base import Agent, last_user_text
 
-_PROBLEM = re.compile(r"Problem:\n(.*?)\n\n", re.S)
-
 
 class MathOracle(Agent):
-    def __init__(self, answers: dict[str, str] | None = None):
-        self.answers = {" ".join(q.split()): a for q, a in (answers or {}).items()}
+    env_options = ("dataset", "dataset_format")
+    """Options of the environment the oracle must know (`make_oracle` takes them from the env's)."""
+
+    def __init__(self, answers: dict[str, str] | None = None, dataset: Any = None, dataset_format: str = "auto"):
+        table = {}
+        if dataset is not None:  # the environment's problems, loaded as it loads them
+            from llm_marl_envs.math.datasets import load_dataset
+
+            instances = load_dataset(dataset, dataset_format) if isinstance(dataset, (str, os.PathLike)) else list(dataset)
+            table = {i.question: i.answer for i in instances}
+        self.answers = {" ".join(q.split()): a for q, a in {**table, **(answers or {})}.items()}
 
     def _lookup(self, task: str) -> str | None:
-        found = _PROBLEM.search(task)
-        return self.answers.get(" ".join(found.group(1).split())) if found else None
+        """The table's answer to the problem after "Problem:" (which may hold blank lines, as the
+        instructions after it begin after one)."""
+        _, found, rest = task.partition("Problem:\n")
+        if not (found and self.answers):
+            return None
+        paragraphs = rest.split("\n\n")
+        return next((self.answers[q] for n in range(1, len(paragraphs) + 1)
+                     if (q := " ".join("\n\n".join(paragraphs[:n]).split())) in self.answers), None)
 
     def act(self, role: str, observation: dict[str, Any]) -> str:
         task = last_user_text(observation)
-        problem = recognise(task)
+        # A dataset's problem is its own (a GSM8K question could read as a generator's); a generated one is recognised.
+        problem = recognise(task) if self._lookup(task) is None else None
         if role == "reasoner":
             if problem is not None:
                 answer = problem.answer()
