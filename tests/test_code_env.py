@@ -715,6 +715,34 @@ def test_oracle_solves_every_test_split_problem_in_one_turn():
         assert raw.success and raw.turn == 1, problem.id
 
 
+@pytest.mark.parametrize("fixture", ["code_apps.jsonl", "code_codecontests.json"])
+def test_the_oracle_of_a_dataset_env_knows_its_problems(fixture):
+    """`make_oracle("code", env_kwargs)` ignored the env's problems=: the oracle replied "I do not know this problem."
+    to every one, so `play --agent oracle` failed every row and `llm-marl sft` trained on that reply."""
+    from agents.demonstrations import oracle_demonstrations
+
+    kwargs = {"problems": str(FIXTURES / fixture), "dataset_split": "train"}
+    env, oracle = code_v3.env(**kwargs), make_oracle("code", kwargs)
+    for row in env.unwrapped.dataset_instances():
+        assert run_episode(env, oracle, instance=row).success
+    records = list(oracle_demonstrations("code", 1, env_kwargs=kwargs))
+    assert records and all("Code:" in r["messages"][-1]["content"] or "Test Input" in r["messages"][-1]["content"]
+                           for r in records)
+
+
+def test_the_code_oracle_refuses_a_problem_set_without_solutions():
+    with pytest.raises(ValueError, match="none of the 2 problems.*has one.*LiveCodeBench ships none"):
+        make_oracle("code", {"problems": str(FIXTURES / "code_livecodebench.jsonl")})
+
+
+def test_the_oracle_finds_a_problem_whose_statement_holds_a_fence():
+    """The problem was read up to the first ``` line, so a statement holding one was never recognised."""
+    fenced = replace(next(p for p in bank.PROBLEMS if p.split == "test"), id="fenced",
+                                 statement="Read n and print it.\n```\nexample\n```\nThat is all.")
+    env = code_v3.env(problems=[fenced], mode="coder")
+    assert run_episode(env, make_oracle("code", {"problems": [fenced]}), instance=instance_for(fenced)).success
+
+
 def test_oracle_earns_the_coder_maximum():
     result = run_episode(code_v3.env(mode="coder"), make_oracle("code"), seed=0, split="test")
     assert result.success and result.returns["coder"] == pytest.approx(1.0)
