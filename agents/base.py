@@ -17,6 +17,11 @@ class Agent(ABC):
     def act(self, role: str, observation: dict[str, Any]) -> str:
         """The reply of `role` to `observation` (`{"messages": [...], "turn": k}`)."""
 
+    def knows(self, role: str, observation: dict[str, Any]) -> bool:
+        """False where this agent's reply to `observation` could only say it cannot answer (an oracle shown a
+        problem it has no solution for); demonstrations leave such an episode out."""
+        return True
+
 
 @dataclass
 class EpisodeResult:

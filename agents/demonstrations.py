@@ -13,10 +13,15 @@ from the record that ends with it, and a random teammate's reply is never learne
 With `noise` > 0, each reply is the random agent's instead, with that probability, and is not
 recorded: the oracle's later replies then show how to recover from a teammate's mistake (a Plan-Path
 planner overriding a wrong proposal), which an all-oracle team never shows.
+
+An episode whose problem the oracle has no answer to (`Agent.knows` is False: a dataset problem without
+a reference solution, say) is left out whole, with a warning that counts them: a demonstration of the
+oracle's refusal would teach it. An oracle that knows none of the episodes is a ValueError.
 """
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -40,11 +45,13 @@ def oracle_demonstrations(env_name: str, episodes: int, *, split: str = "train",
         raise ValueError(f"noise must be in [0, 1), got {noise}")
     oracle = make_oracle(env_name, env_kwargs, **dict(oracle_options or {}))
     env = make_raw(env_name, **dict(env_kwargs or {}))
+    unknown = 0  # episodes left out: the oracle has no answer to their problem
     for instance in range(seed, seed + episodes):
         env.reset(seed=instance, options={"split": split})
         oracle.reset(instance)
         rng = np.random.default_rng([seed, instance])
         teammate = RandomAgent(env_name, int(rng.integers(2**31)))
+        records = []
         for role in env.agent_iter(10_000):
             if env.terminations[role] or env.truncations[role]:
                 env.step(None)
@@ -53,9 +60,20 @@ def oracle_demonstrations(env_name: str, episodes: int, *, split: str = "train",
             if noise and rng.random() < noise:
                 env.step(teammate.act(role, observation))
                 continue
+            if not oracle.knows(role, observation):
+                unknown += 1
+                records = []
+                break
             reply = oracle.act(role, observation)
             env.step(reply)
             shown = [dict(m, weight=0) if m["role"] == "assistant" else m for m in observation["messages"]]
-            yield {"agent": role, "messages": [*shown, {"role": "assistant", "content": reply}],
-                   "env": env_name, "split": split, "seed": instance, "turn": int(observation.get("turn", 0)),
-                   "reward": float(env.rewards.get(role, 0.0))}
+            records.append({"agent": role, "messages": [*shown, {"role": "assistant", "content": reply}],
+                            "env": env_name, "split": split, "seed": instance, "turn": int(observation.get("turn", 0)),
+                            "reward": float(env.rewards.get(role, 0.0))})
+        yield from records
+    if unknown == episodes:
+        raise ValueError(f"the {env_name} oracle has no answer to the problem of any of the {episodes} {split} episodes "
+                         f"(seeds {seed}..{seed + episodes - 1}); use a problem set with solutions, or another agent")
+    if unknown:
+        warnings.warn(f"{unknown} of {episodes} {split} episodes of {env_name} left out of the demonstrations: the oracle "
+                      "has no answer to their problems (a demonstration of its refusal would teach it)", stacklevel=2)

@@ -730,6 +730,25 @@ def test_the_oracle_of_a_dataset_env_knows_its_problems(fixture):
                            for r in records)
 
 
+def test_demonstrations_leave_out_the_episodes_of_a_problem_without_a_solution():
+    """In a problem set where only some problems ship a reference, the oracle replied "I do not know this problem."
+    to the others, and `llm-marl sft` trained on that reply. Those episodes are left out now, and counted."""
+    from agents.demonstrations import oracle_demonstrations
+    from llm_marl_envs.code.problems import load_problems
+
+    known, unknown = load_problems(FIXTURES / "code_apps.jsonl", split="train")
+    kwargs = {"problems": [known, replace(unknown, reference=None)]}
+    with pytest.warns(UserWarning, match=r"[1-5] of 6 train episodes of code left out .* no answer to their problems"):
+        records = list(oracle_demonstrations("code", 6, env_kwargs=kwargs))
+    assert records and not any("I do not know" in r["messages"][-1]["content"] for r in records)
+    assert all(known.statement in r["messages"][1]["content"] for r in records)
+    env = code_v3.raw_env(**kwargs)
+    seed = next(seed for seed in range(50) if env.reset(seed=seed, options={"split": "train"}) is None
+                and env.problem.reference is None)
+    with pytest.raises(ValueError, match=f"has no answer to the problem of any of the 1 train episodes \\(seeds {seed}"):
+        list(oracle_demonstrations("code", 1, seed=seed, env_kwargs=kwargs))
+
+
 def test_the_code_oracle_refuses_a_problem_set_without_solutions():
     with pytest.raises(ValueError, match="none of the 2 problems.*has one.*LiveCodeBench ships none"):
         make_oracle("code", {"problems": str(FIXTURES / "code_livecodebench.jsonl")})

@@ -8,7 +8,7 @@ that input and output. It only acts through text: nothing here reads environment
 A dataset's problems (the environment's `problems=`, which `make_oracle` passes) are known too when
 they ship a reference solution (APPS, CodeContests): the coder answers with it, the tester with the
 problem's first example. A problem without one gets a reply without code or test, which the
-environment scores as a format error; a problem set with no reference at all (LiveCodeBench) is
+environment scores as a format error (`knows` is False: demonstrations leave its episode out); a problem set with no reference at all (LiveCodeBench) is
 refused with a ValueError, rather than failing every episode (and teaching SFT that reply).
 """
 
@@ -53,6 +53,9 @@ class CodeOracle(Agent):
             if (problem := self.index.get(text[start + len(_OPEN):end])) is not None:
                 return problem
         return None
+
+    def knows(self, role: str, observation: dict[str, Any]) -> bool:
+        return self.problem(observation) is not None
 
     def act(self, role: str, observation: dict[str, Any]) -> str:
         problem = self.problem(observation)

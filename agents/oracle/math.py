@@ -10,7 +10,7 @@ sandbox.
 Dataset problems cannot be parsed: the oracle looks them up in the environment's own `dataset`
 (`make_oracle` passes it, as the environment was made with it) or a lookup table `answers` (question
 -> answer); an unknown problem gets an honest "cannot solve" reply (the reasoner boxes nothing, the
-tool prints nothing useful).
+tool prints nothing useful), and `knows` is False (demonstrations leave its episode out).
 """
 
 from __future__ import annotations
@@ -45,6 +45,10 @@ class MathOracle(Agent):
         paragraphs = rest.split("\n\n")
         return next((self.answers[q] for n in range(1, len(paragraphs) + 1)
                      if (q := " ".join("\n\n".join(paragraphs[:n]).split())) in self.answers), None)
+
+    def knows(self, role: str, observation: dict[str, Any]) -> bool:
+        task = last_user_text(observation)
+        return self._lookup(task) is not None or recognise(task) is not None
 
     def act(self, role: str, observation: dict[str, Any]) -> str:
         task = last_user_text(observation)
