@@ -195,6 +195,37 @@ def test_worker_dying_with_no_retries_left_fails_the_step_clearly(scripted_clust
     assert len(scripted_cluster.rollout(tasks, algorithm.sampling_plan(cfg), {"tool": "a", "planner": "a"}, SamplingParams()).samples) > 0
 
 
+def make_env_after(seconds: float, **kwargs):
+    """The env of a task whose shard keeps its worker busy for `seconds` first."""
+    import time
+
+    from llm_marl_envs.registry import make_raw
+
+    time.sleep(seconds)
+    return make_raw("plan_path", **kwargs)
+
+
+def test_heal_replaces_a_dead_worker_and_leaves_a_busy_one_running(scripted_cluster):
+    """A ping waits behind the shard an actor is busy with: a worker whose shard outlasted the heal's ping was
+    taken for dead, killed mid-shard and its shard run again (with --remote-timeout-s 600, any shard over 60 s)."""
+    algorithm, cfg = at_grpo_plan()
+    slow = dataclasses.replace(make_tasks("plan_path", seeds=[0], env_kwargs=PLAN_PATH)[0],
+                               make_env=partial(make_env_after, 3.0, **PLAN_PATH))
+    busy, doomed = scripted_cluster.workers
+    running = busy.run.remote(scripted_cluster.engines, [slow], algorithm.sampling_plan(cfg), {"tool": "a", "planner": "a"},
+                              SamplingParams())
+    ray.kill(doomed)
+    timeout = scripted_cluster.config.remote_timeout_s
+    scripted_cluster.config.remote_timeout_s = 1.0  # the heal's ping waits this long, less than the busy shard takes
+    try:
+        scripted_cluster._heal()
+    finally:
+        scripted_cluster.config.remote_timeout_s = timeout
+    assert scripted_cluster.workers[0] is busy and scripted_cluster.workers[1] is not doomed
+    assert len(ray.get(running, timeout=60).samples) > 0  # the busy worker finished its shard
+    ray.get([w.ping.remote() for w in scripted_cluster.workers], timeout=60)
+
+
 # ---------------------------------------------------------------------------- sandbox in a worker
 def math_reply(request: GenerationRequest, k: int) -> str:
     if request.tag.task_id.endswith(("/0", "/2")):

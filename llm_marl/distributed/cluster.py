@@ -41,6 +41,9 @@ local cluster's actors are this run's own work."""
 RAY_INIT = {"include_dashboard": False, "log_to_driver": False}
 """`ray.init`'s settings for every run, local or joining a cluster."""
 
+HEAL_PING_S = 10.0
+"""How long a heal waits for the actors' pings: a dead actor's fails at once, a busy one's waits for its call."""
+
 RAY_SOCKET_TAIL = len("/ray/session_2026-11-28_15-49-23_753385_4194304/sockets/plasma_store")
 """What Ray adds to its temp root for its longest socket path: a session folder (date, time to the
 microsecond, a pid of up to 7 digits) and the object store's socket."""
@@ -247,29 +250,42 @@ class ClusterRun:
         return merged
 
     def _heal(self) -> None:
-        """Replace every actor that no longer answers (engines get the current adapters)."""
+        """Replace every actor that died (engines get the current adapters); busy ones are left running."""
         import ray
 
-        def alive(actor: Any) -> bool:
-            try:
-                ray.get(actor.ping.remote(), timeout=min(60.0, self.config.remote_timeout_s))
-                return True
-            except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError):
-                return False
-
         replaced = False
-        for i, engine in enumerate(self.engines):
-            if not alive(engine):
-                ray.kill(engine)
-                self.engines[i] = self._new_engine(i)
-                replaced = True
-        for w, worker in enumerate(self.workers):
-            if not alive(worker):
-                ray.kill(worker)
-                self.workers[w] = self._new_worker(w)
+        for i in self._dead(self.engines):
+            ray.kill(self.engines[i])
+            self.engines[i] = self._new_engine(i)
+            replaced = True
+        for w in self._dead(self.workers):
+            ray.kill(self.workers[w])
+            self.workers[w] = self._new_worker(w)
         if replaced:
             self.engine.engines = list(self.engines)
             self._push(self.version)
+
+    def _dead(self, actors: list[Any]) -> list[int]:
+        """The indices of `actors` that died (a dead actor's ping fails at once). An actor runs one call at a time,
+        so a ping waits behind the shard or batch it is busy with: one that has not answered within `HEAL_PING_S`
+        is alive. Replacing it, as a timed-out ping once did, killed healthy workers and engines mid-shard and
+        reloaded their models; one that hangs is left to the remote timeout of the calls waiting on it."""
+        import ray
+
+        if not actors:
+            return []
+        refs = [actor.ping.remote() for actor in actors]
+        ready, _ = ray.wait(refs, num_returns=len(refs), timeout=min(HEAL_PING_S, self.config.remote_timeout_s))
+        answered = set(ready)
+        dead = []
+        for i, ref in enumerate(refs):
+            if ref not in answered:
+                continue  # busy
+            try:
+                ray.get(ref, timeout=0)
+            except ray.exceptions.RayActorError:
+                dead.append(i)
+        return dead
 
     # ------------------------------------------------------------------ update
     def recompute(self, samples: list[Any], temperature: float) -> None:
