@@ -226,6 +226,28 @@ def test_heal_replaces_a_dead_worker_and_leaves_a_busy_one_running(scripted_clus
     ray.get([w.ping.remote() for w in scripted_cluster.workers], timeout=60)
 
 
+def test_an_engine_dying_under_the_drivers_own_rollout_is_restarted_or_fails_the_step_clearly(scripted_cluster):
+    """--engines without --rollout-workers (and the held-out evaluation) sample through the driver's pool: a dead
+    engine ended the step with Ray's ActorDiedError, no retry and no resume command."""
+    algorithm, cfg = at_grpo_plan()
+    tasks = make_tasks("plan_path", seeds=range(4), env_kwargs=PLAN_PATH)
+    sigma = {"tool": "a", "planner": "a"}
+    local = rollout(tasks, algorithm.sampling_plan(cfg), scripted_plan_path(), sigma=sigma)
+    dead = scripted_cluster.engines[0]
+    ray.kill(dead)
+    out = rollout(tasks, algorithm.sampling_plan(cfg), scripted_cluster.engine, sigma=sigma)
+    assert scripted_cluster.engines[0] is not dead and scripted_cluster.engine.engines == scripted_cluster.engines
+    assert record(out) == record(local) and paths(out) == paths(local)
+    scripted_cluster.config.actor_retries = 0
+    try:
+        ray.kill(scripted_cluster.engines[1])
+        with pytest.raises(ClusterError, match=r"engine actor 1 died 1 time"):
+            rollout(tasks, algorithm.sampling_plan(cfg), scripted_cluster.engine, sigma=sigma)
+    finally:
+        scripted_cluster.config.actor_retries = 1
+    scripted_cluster._heal()  # the next test gets live engines again
+
+
 # ---------------------------------------------------------------------------- sandbox in a worker
 def math_reply(request: GenerationRequest, k: int) -> str:
     if request.tag.task_id.endswith(("/0", "/2")):

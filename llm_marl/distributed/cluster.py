@@ -10,10 +10,10 @@ rank 0's adapters, and `engine.sync_adapters()` publishes them to every engine a
 object store (one `ray.put`, no shared filesystem), as version v+1 (vLLM: new LoRA ids, old removed).
 
 Faults: a rollout shard whose worker (or one of whose engines) died is retried on restarted actors,
-up to `actor_retries` times; the dead attempt's samples never reach the driver, so none is counted
-twice. A dead trainer rank, a timeout or retries used up end the step with a `ClusterError` that
-names the resume command; the run continues from its last checkpoint. Every remote call waits at
-most `remote_timeout_s`.
+up to `actor_retries` times, as is an engine call of the driver's own rollout or evaluation; the dead
+attempt's samples never reach the driver, so none is counted twice. A dead trainer rank, a timeout
+or retries used up end the step with a `ClusterError` that names the resume command; the run
+continues from its last checkpoint. Every remote call waits at most `remote_timeout_s`.
 """
 
 from __future__ import annotations
@@ -120,7 +120,8 @@ class ClusterRun:
                 raise ValueError("engine actors need an engine factory (an EngineSpec)")
             self.engines = [self._new_engine(i) for i in range(cfg.engines)]
             self._wait([e.ping.remote() for e in self.engines], "engine actors to start")
-            self.engine = RayEnginePool(self.engines, timeout_s=cfg.remote_timeout_s, policy=self.policy, publish=self.publish)
+            self.engine = RayEnginePool(self.engines, timeout_s=cfg.remote_timeout_s, policy=self.policy, publish=self.publish,
+                                        on_engine_death=self._engine_died)
         self.workers = [self._new_worker(w) for w in range(cfg.rollout_workers)]
         if self.workers:
             self._wait([w.ping.remote() for w in self.workers], "rollout workers to start")
@@ -249,6 +250,15 @@ class ClusterRun:
         merged.stats["shard_retries"] = float(sum(attempts.values()))
         return merged
 
+    def _engine_died(self, index: int, deaths: int, exc: BaseException) -> None:
+        """An engine actor died during a call of the driver's own rollout or evaluation: restart it (the call is then
+        sent again), or fail the step once `actor_retries` restarts did not help."""
+        if deaths > self.config.actor_retries:
+            raise ClusterError(f"engine actor {index} died {deaths} time(s) during one call: {_first_line(exc)}")
+        self.log(f"engine actor {index} died: restarting it and sending its requests again (attempt {deaths + 1})")
+        self.retries += 1
+        self._heal()
+
     def _heal(self) -> None:
         """Replace every actor that died (engines get the current adapters); busy ones are left running."""
         import ray
@@ -326,8 +336,8 @@ class ClusterRun:
     def _push(self, version: int) -> None:
         import ray
 
-        if not self.engines:
-            return
+        if not self.engines or not getattr(self.policy, "adapters", None):
+            return  # no adapters to serve (an engine factory that needs none)
         ref = ray.put(adapter_tensors(self.policy))  # one copy in the object store, fetched by every engine
         self._wait([e.load_adapters.remote(version, ref) for e in self.engines], f"engine actors to load adapters v{version}",
                    fail="publish")

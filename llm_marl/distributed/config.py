@@ -26,8 +26,9 @@ class ClusterConfig:
     gpus_per_trainer_rank: float = opt(0.0, "GPUs of each trainer rank (1 on a GPU cluster; 0: CPU and gloo)")
     cpus_per_actor: float = opt(1.0, "logical CPUs Ray reserves for each actor (fractions allowed, e.g. 0.25 on a laptop)")
     remote_timeout_s: float = opt(600.0, "timeout of every remote call (a rollout shard, an update, an adapter push), in seconds")
-    actor_retries: int = opt(1, "times a rollout shard is retried on a restarted worker (and restarted engines) after an "
-                                "actor died; 0: the step fails and the run resumes from its checkpoint")
+    actor_retries: int = opt(1, "times a rollout shard is retried on a restarted worker (and restarted engines), or an "
+                                "engine call of the trainer process on a restarted engine, after an actor died; 0: the "
+                                "step fails and the run resumes from its checkpoint")
 
     def __post_init__(self) -> None:
         for name in ("engines", "rollout_workers", "actor_retries"):

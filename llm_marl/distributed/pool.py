@@ -7,10 +7,15 @@ tasks this pool has sent there; ties go to the engine after the last one chosen,
 `start`, so pools of different workers begin on different engines). Requests without a task tag
 are spread by the same rule, one request at a time. One call fans out to the engines at once and
 waits for all of them, each with `timeout_s`.
+
+An engine actor that dies during a call: in the driver, `on_engine_death` restarts it (or raises) and its
+requests go to the new one; inside a rollout worker (no `on_engine_death`) the error ends the worker's
+shard, which the driver retries on restarted actors.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from llm_marl.engines.base import GenerationRequest, GenerationResult, SamplingParams
@@ -22,7 +27,7 @@ class RayEnginePool:
     """Route `generate` calls to engine actors; `sync_adapters` publishes `policy`'s adapters (driver side)."""
 
     def __init__(self, engines: list[Any], timeout_s: float = 600.0, start: int = 0, policy: Any = None,
-                 publish: Any = None):
+                 publish: Any = None, on_engine_death: Callable[[int, int, BaseException], None] | None = None):
         if not engines:
             raise ValueError("RayEnginePool needs at least one engine actor")
         self.engines = list(engines)
@@ -30,6 +35,8 @@ class RayEnginePool:
         self.policy_set = policy
         """The driver's policy set (σ, adapters to publish); None inside a rollout worker."""
         self._publish = publish
+        self._on_engine_death = on_engine_death
+        """(engine index, times it died during this call, the error): replaces the engine, or raises (driver side)."""
         self._home: dict[str, int] = {}
         self._load = [0] * len(self.engines)
         self._next = start % len(self.engines)
@@ -56,11 +63,20 @@ class RayEnginePool:
         calls = {e: self.engines[e].generate.remote([requests[i] for i in idx], sampling) for e, idx in groups.items()}
         results: list[GenerationResult | None] = [None] * len(requests)
         for e, ref in calls.items():
-            try:
-                out = ray.get(ref, timeout=self.timeout_s)
-            except ray.exceptions.GetTimeoutError:
-                raise ClusterError(f"engine actor {e} did not answer {len(groups[e])} requests within {self.timeout_s:.0f} s "
-                                   "(raise --remote-timeout-s, or add engines)") from None
+            deaths = 0
+            while True:
+                try:
+                    out = ray.get(ref, timeout=self.timeout_s)
+                    break
+                except ray.exceptions.GetTimeoutError:
+                    raise ClusterError(f"engine actor {e} did not answer {len(groups[e])} requests within {self.timeout_s:.0f} s "
+                                       "(raise --remote-timeout-s, or add engines)") from None
+                except ray.exceptions.RayActorError as exc:
+                    if self._on_engine_death is None:
+                        raise
+                    deaths += 1
+                    self._on_engine_death(e, deaths, exc)  # raises once the retries are used up
+                    ref = self.engines[e].generate.remote([requests[i] for i in groups[e]], sampling)
             for i, result in zip(groups[e], out):
                 result.request = requests[i]  # the caller's own request object (its tag is compared by identity)
                 results[i] = result
