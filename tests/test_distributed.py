@@ -124,6 +124,31 @@ def test_pool_routes_a_task_to_one_engine_least_loaded_first():
     assert pool.engine_for(GenerationRequest([], tag=tag("d"))) == 1  # e1 holds fewer tasks
 
 
+class InProcessActor:
+    """An engine behind the actor-handle interface the pool calls (`generate.remote` gives an object ref)."""
+
+    def __init__(self, engine):
+        self.generate = type("Method", (), {"remote": staticmethod(lambda requests, sampling: ray.put(engine.generate(requests, sampling)))})
+
+
+def test_pool_engines_sample_with_seeds_of_their_own(local_ray):
+    """Every engine got the call's one seed: two tasks with the same prompt, on two engines, drew the same reply."""
+    from llm_marl.engines.hf import HFEngine
+
+    engine = HFEngine(tiny_policy("shared"))
+    requests = [GenerationRequest([{"role": "user", "content": "Say something about cats."}], adapter="shared", n=1,
+                                  tag=RequestTag(i, f"task{i}", f"task{i}", "tool", 0)) for i in range(2)]
+    sampling = SamplingParams(temperature=1.0, max_new_tokens=12, seed=123)
+    pool = RayEnginePool([InProcessActor(engine), InProcessActor(engine)])
+    replies = [r.completions[0].token_ids for r in pool.generate(requests, sampling)]
+    assert [pool.engine_for(r) for r in requests] == [0, 1]
+    assert replies[0] != replies[1]
+    assert replies == [r.completions[0].token_ids for r in pool.generate(requests, sampling)]  # still reproducible
+    one = RayEnginePool([InProcessActor(engine)])  # one engine: the call's own seed, as in the trainer process
+    assert [r.completions[0].token_ids for r in one.generate(requests, sampling)] == \
+        [r.completions[0].token_ids for r in engine.generate(requests, sampling)]
+
+
 # ---------------------------------------------------------------------------- sharded rollout
 def test_sharded_rollout_equals_in_process_sample_for_sample(scripted_cluster):
     from llm_marl.advantage import AdvantageConfig

@@ -5,8 +5,8 @@ goes to the engine that served the task first, so that engine's prefix cache hol
 shared prompt prefixes; a task seen for the first time goes to the least-loaded engine (fewest
 tasks this pool has sent there; ties go to the engine after the last one chosen, starting at
 `start`, so pools of different workers begin on different engines). Requests without a task tag
-are spread by the same rule, one request at a time. One call fans out to the engines at once and
-waits for all of them, each with `timeout_s`.
+are spread by the same rule, one request at a time. One call fans out to the engines at once (each
+with its own seed, `engine_sampling`) and waits for all of them, each with `timeout_s`.
 
 An engine actor that dies during a call: in the driver, `on_engine_death` restarts it (or raises) and its
 requests go to the new one; inside a rollout worker (no `on_engine_death`) the error ends the worker's
@@ -15,8 +15,11 @@ shard, which the driver retries on restarted actors.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
+
+import numpy as np
 
 from llm_marl.engines.base import GenerationRequest, GenerationResult, SamplingParams
 
@@ -60,7 +63,8 @@ class RayEnginePool:
         groups: dict[int, list[int]] = {}
         for i, request in enumerate(requests):
             groups.setdefault(self.engine_for(request), []).append(i)
-        calls = {e: self.engines[e].generate.remote([requests[i] for i in idx], sampling) for e, idx in groups.items()}
+        seeded = {e: engine_sampling(sampling, e, len(self.engines)) for e in groups}
+        calls = {e: self.engines[e].generate.remote([requests[i] for i in idx], seeded[e]) for e, idx in groups.items()}
         results: list[GenerationResult | None] = [None] * len(requests)
         for e, ref in calls.items():
             deaths = 0
@@ -76,7 +80,7 @@ class RayEnginePool:
                         raise
                     deaths += 1
                     self._on_engine_death(e, deaths, exc)  # raises once the retries are used up
-                    ref = self.engines[e].generate.remote([requests[i] for i in groups[e]], sampling)
+                    ref = self.engines[e].generate.remote([requests[i] for i in groups[e]], seeded[e])
             for i, result in zip(groups[e], out):
                 result.request = requests[i]  # the caller's own request object (its tag is compared by identity)
                 results[i] = result
@@ -89,3 +93,13 @@ class RayEnginePool:
 
     def close(self) -> None:
         pass  # the actors belong to the ClusterRun that made them
+
+
+def engine_sampling(sampling: SamplingParams, engine: int, engines: int) -> SamplingParams:
+    """What engine `engine` of `engines` samples its part of a call with: a seed derived from (seed, engine) when
+    there are several. Every engine seeds its call's first sample alike (vLLM: seed * stride + 0; hf: one
+    generator from the seed), so with the call's one seed two tasks with the same prompt on two engines drew
+    the same reply, and every other pair of samples the same random numbers. One engine keeps the seed."""
+    if sampling.seed is None or engines == 1:
+        return sampling
+    return dataclasses.replace(sampling, seed=int(np.random.SeedSequence([int(sampling.seed), engine]).generate_state(1)[0]))
