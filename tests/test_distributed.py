@@ -273,6 +273,30 @@ def test_an_engine_dying_under_the_drivers_own_rollout_is_restarted_or_fails_the
     scripted_cluster._heal()  # the next test gets live engines again
 
 
+def scripted_engine_once(flag: str) -> ScriptedEngine:
+    """The first engine actor to start gets a scripted engine; any other fails to build its engine."""
+    os.close(os.open(flag, os.O_CREAT | os.O_EXCL))  # FileExistsError after the first
+    return scripted_plan_path()
+
+
+def test_a_cluster_that_fails_to_start_stops_the_actors_it_started(local_ray, tmp_path):
+    """`start` raised (here: an engine actor that cannot build its engine) with the actors it had made still running
+    and holding their resources (GPUs, on a cluster), and `with ClusterRun(...)` never reaches `__exit__` then."""
+    from llm_marl.distributed.cluster import ClusterRun
+
+    scale = ClusterRun(ClusterConfig(engines=2, cpus_per_actor=CPU, remote_timeout_s=120), None,
+                       engine_factory=partial(scripted_engine_once, str(tmp_path / "built")), log=lambda m: None)
+    made = []
+    new_engine = scale._new_engine
+    scale._new_engine = lambda i: made.append(new_engine(i)) or made[-1]
+    with pytest.raises(ClusterError, match="engine actors to start"):
+        scale.start()
+    assert len(made) == 2 and ray.is_initialized()  # the test's own instance stays up
+    for engine in made:  # the one that did start is stopped too
+        with pytest.raises(ray.exceptions.RayActorError):
+            ray.get(engine.ping.remote(), timeout=30)
+
+
 # ---------------------------------------------------------------------------- sandbox in a worker
 def math_reply(request: GenerationRequest, k: int) -> str:
     if request.tag.task_id.endswith(("/0", "/2")):

@@ -114,6 +114,15 @@ class ClusterRun:
                 raise ClusterError(f"cannot join the Ray cluster at {cfg.ray_address!r} ({exc}); start one with "
                                    "`ray start --head` or drop --ray-address for a local instance") from None
             self._own_ray = True
+        try:
+            self._start_actors()
+        except BaseException:  # Ctrl-C too: the actors made so far would hold their CPUs and GPUs while this process lives
+            self.close(graceful=False)
+            raise
+        return self
+
+    def _start_actors(self) -> None:
+        cfg = self.config
         t0 = time.perf_counter()
         if cfg.engines:
             if self.engine_factory is None:
@@ -132,14 +141,15 @@ class ClusterRun:
         self.log(f"cluster: {len(self.engines)} engine actor(s), {len(self.workers)} rollout worker(s), "
                  f"{max(1, len(self.ranks))} trainer rank(s) ({cfg.backend if self.ranks else 'in process'}), "
                  f"ready in {time.perf_counter() - t0:.1f} s")
-        return self
 
-    def close(self) -> None:
+    def close(self, graceful: bool = True) -> None:
+        """Stop every actor (and the local Ray instance this run started); `graceful`: the trainer ranks leave
+        their torch.distributed world first (not after a failed start, where they may still be waiting to form it)."""
         import ray
 
         if not ray.is_initialized():
             return
-        for rank in self.ranks:
+        for rank in self.ranks if graceful else []:
             try:
                 ray.get(rank.close.remote(), timeout=30)
             except Exception:  # noqa: BLE001 -- a dead rank has nothing left to close
