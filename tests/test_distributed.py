@@ -457,6 +457,34 @@ def test_rays_temp_root_is_moved_or_refused_only_when_too_long(monkeypatch, long
         assert len(said) == 1 and "set RAY_TMPDIR" in said[0]
 
 
+def test_a_run_without_ray_address_joins_the_cluster_ray_address_names(monkeypatch):
+    """`ray job submit` (and KubeRay) set RAY_ADDRESS for the job's driver: ray.init then joins that cluster and refused
+    the local instance's settings ("When connecting to an existing cluster, _system_config must not be provided")."""
+    from llm_marl.distributed.cluster import ClusterRun
+
+    calls = []
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray, "init", lambda **kwargs: calls.append(kwargs))
+    monkeypatch.setenv("RAY_ADDRESS", "10.0.0.1:6379")
+    said = []
+    ClusterRun(ClusterConfig(rollout_workers=0), None, log=said.append).start()
+    assert calls[-1]["address"] == "10.0.0.1:6379" and "_system_config" not in calls[-1] and "num_cpus" not in calls[-1]
+    assert "RAY_ADDRESS=10.0.0.1:6379" in said[0]
+    ClusterRun(ClusterConfig(ray_address="auto"), None, log=said.append).start()  # the flag wins
+    assert calls[-1]["address"] == "auto"
+    monkeypatch.delenv("RAY_ADDRESS")
+    ClusterRun(ClusterConfig(), None, log=said.append, num_cpus=1).start()  # neither: a local instance
+    assert "address" not in calls[-1] and calls[-1]["_system_config"] == {"worker_niceness": 0}
+
+    def refuse(**kwargs):
+        raise ConnectionError("Failed to connect")
+
+    monkeypatch.setattr(ray, "init", refuse)
+    monkeypatch.setenv("RAY_ADDRESS", "10.0.0.1:6379")
+    with pytest.raises(ClusterError, match=r"RAY_ADDRESS: Failed to connect.*unset RAY_ADDRESS for a local instance"):
+        ClusterRun(ClusterConfig(), None, log=said.append).start()
+
+
 # ---------------------------------------------------------------------------- the README command
 def test_readme_local_cluster_train_command_runs(local_ray, tmp_path, capsys):
     """2 rollout workers (1 hf engine actor) and 2 gloo trainer ranks, on the local Ray instance."""

@@ -72,6 +72,17 @@ def local_ray_kwargs(num_cpus: int | None = None, log: Callable[[str], None] = p
     return kwargs
 
 
+def cluster_address(config: ClusterConfig) -> tuple[str, str]:
+    """(the Ray cluster to join, what named it): --ray-address, else $RAY_ADDRESS, which `ray job submit` and
+    KubeRay set for a job's driver; ("", "") for a local instance. A local instance's settings (`_system_config`)
+    made `ray.init` refuse to join the cluster RAY_ADDRESS names."""
+    if config.ray_address:
+        return config.ray_address, "--ray-address"
+    if os.environ.get("RAY_ADDRESS"):
+        return os.environ["RAY_ADDRESS"], "RAY_ADDRESS"
+    return "", ""
+
+
 class ClusterRun:
     """Start with `start()` (or `with`), stop with `close()`; `engine` is the `Engine` the driver uses."""
 
@@ -104,15 +115,20 @@ class ClusterRun:
         ray = require_ray()
         cfg = self.config
         if not ray.is_initialized():
-            if cfg.ray_address:
-                kwargs: dict[str, Any] = {**RAY_INIT, "address": cfg.ray_address}
+            address, named_by = cluster_address(cfg)
+            if address:
+                kwargs: dict[str, Any] = {**RAY_INIT, "address": address}
+                if named_by == "RAY_ADDRESS":
+                    self.log(f"cluster: joining the Ray cluster at RAY_ADDRESS={address} (--ray-address unset)")
             else:
                 kwargs = local_ray_kwargs(self.num_cpus, self.log)
             try:
                 ray.init(**kwargs)
             except ConnectionError as exc:
-                raise ClusterError(f"cannot join the Ray cluster at {cfg.ray_address!r} ({exc}); start one with "
-                                   "`ray start --head` or drop --ray-address for a local instance") from None
+                fix = ("unset RAY_ADDRESS for a local instance" if named_by == "RAY_ADDRESS" else
+                       "drop --ray-address for a local instance")
+                raise ClusterError(f"cannot join the Ray cluster at {address!r} ({named_by}: {exc}); start one with "
+                                   f"`ray start --head` or {fix}") from None
             self._own_ray = True
         try:
             self._start_actors()

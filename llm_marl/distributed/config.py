@@ -15,7 +15,8 @@ class ClusterError(RuntimeError):
 @dataclass
 class ClusterConfig:
     ray_address: str = opt("", "Ray cluster to join ('auto': the one `ray start --head` runs on this node); unset with any "
-                               "other cluster flag: a local Ray instance on this machine")
+                               "other cluster flag: the one $RAY_ADDRESS names (`ray job submit` sets it), else a local "
+                               "Ray instance on this machine")
     engines: int = opt(0, "engine actors, each one engine (the --engine backend) with the frozen base and one LoRA slot per "
                           "adapter; 0: the engine runs in the trainer process (1 when --rollout-workers is set)")
     rollout_workers: int = opt(0, "rollout worker actors, each running the rollout on a shard of whole tasks with its own "
