@@ -457,7 +457,7 @@ def test_rays_temp_root_is_moved_or_refused_only_when_too_long(monkeypatch, long
         assert len(said) == 1 and "set RAY_TMPDIR" in said[0]
 
 
-def test_a_run_without_ray_address_joins_the_cluster_ray_address_names(monkeypatch):
+def test_a_run_without_ray_address_joins_the_cluster_ray_address_names(local_ray, monkeypatch):
     """`ray job submit` (and KubeRay) set RAY_ADDRESS for the job's driver: ray.init then joins that cluster and refused
     the local instance's settings ("When connecting to an existing cluster, _system_config must not be provided")."""
     from llm_marl.distributed.cluster import ClusterRun
@@ -474,6 +474,7 @@ def test_a_run_without_ray_address_joins_the_cluster_ray_address_names(monkeypat
     assert calls[-1]["address"] == "auto"
     monkeypatch.delenv("RAY_ADDRESS")
     ClusterRun(ClusterConfig(), None, log=said.append, num_cpus=1).start()  # neither: a local instance
+    # Its own settings: not those ray.init wrote into the dict of the instance this module started (its spilling folder).
     assert "address" not in calls[-1] and calls[-1]["_system_config"] == {"worker_niceness": 0}
 
     def refuse(**kwargs):

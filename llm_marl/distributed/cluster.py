@@ -57,7 +57,9 @@ def local_ray_kwargs(num_cpus: int | None = None, log: Callable[[str], None] = p
     has at most 107 bytes (103 on macOS): a TMPDIR longer than 39 bytes (a batch system's per-job folder)
     makes `ray.init` fail on its first socket. Ray's sessions then go under /tmp/ray, where Ray puts them
     without TMPDIR (TMPDIR still serves the rest of the run). A RAY_TMPDIR that long is an error naming the fix."""
-    kwargs: dict[str, Any] = {**RAY_INIT, "_system_config": LOCAL_SYSTEM_CONFIG}
+    # A copy: ray.init writes its session's spilling folder into the dict it gets, which a second local instance of
+    # this process (a notebook's next run) then took over from the first, stopped, session.
+    kwargs: dict[str, Any] = {**RAY_INIT, "_system_config": dict(LOCAL_SYSTEM_CONFIG)}
     if num_cpus is not None:
         kwargs["num_cpus"] = num_cpus
     limit = (103 if sys.platform == "darwin" else 107) - RAY_SOCKET_TAIL
