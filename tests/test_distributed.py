@@ -128,7 +128,9 @@ class InProcessActor:
     """An engine behind the actor-handle interface the pool calls (`generate.remote` gives an object ref)."""
 
     def __init__(self, engine):
-        self.generate = type("Method", (), {"remote": staticmethod(lambda requests, sampling: ray.put(engine.generate(requests, sampling)))})
+        from types import SimpleNamespace
+
+        self.generate = SimpleNamespace(remote=lambda requests, sampling: ray.put(engine.generate(requests, sampling)))
 
 
 def test_pool_engines_sample_with_seeds_of_their_own(local_ray):
