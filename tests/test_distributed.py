@@ -222,6 +222,20 @@ def test_worker_dying_with_no_retries_left_fails_the_step_clearly(scripted_clust
     assert len(scripted_cluster.rollout(tasks, algorithm.sampling_plan(cfg), {"tool": "a", "planner": "a"}, SamplingParams()).samples) > 0
 
 
+def make_env_that_fails_as_a_cluster(**kwargs):
+    raise ClusterError("engine actor 0 did not answer 3 requests within 5 s (raise --remote-timeout-s, or add engines)")
+
+
+def test_a_cluster_error_inside_a_worker_reaches_the_driver_as_itself(scripted_cluster):
+    """Ray wraps a worker's exception in a RayTaskError subclass whose text is the remote traceback; the trainer rebuilt
+    that class with its resume command, and the message came out as Ray's traceback without it."""
+    algorithm, cfg = at_grpo_plan()
+    task = dataclasses.replace(make_tasks("plan_path", seeds=[0], env_kwargs=PLAN_PATH)[0], make_env=make_env_that_fails_as_a_cluster)
+    with pytest.raises(ClusterError) as caught:
+        scripted_cluster.rollout([task], algorithm.sampling_plan(cfg), {"tool": "a", "planner": "a"}, SamplingParams())
+    assert type(caught.value) is ClusterError and str(caught.value).startswith("engine actor 0 did not answer 3 requests")
+
+
 def make_env_after(seconds: float, **kwargs):
     """The env of a task whose shard keeps its worker busy for `seconds` first."""
     import time

@@ -270,6 +270,10 @@ class ClusterRun:
                 pending[self.workers[w].run.remote(self.engines, *args[w])] = w
                 deadline = time.monotonic() + self.config.remote_timeout_s
                 continue
+            except ray.exceptions.RayTaskError as exc:
+                if isinstance(exc.cause, ClusterError):  # a worker's own (its engine pool's timeout): its text, not
+                    raise exc.cause from None           # Ray's wrapper, whose text is the remote traceback
+                raise
             if on_wave is not None:
                 done = [parts[k] for k in sorted(parts)]
                 on_wave({"waves": max(p.stats["waves"] for p in done), "completions": sum(p.stats["completions"] for p in done),
