@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import time
 import zlib
 
 import numpy as np
@@ -131,6 +132,50 @@ def test_a_runaway_reply_is_judged_not_a_crash(fast_sandbox):
     env = make("plan_path", sandbox=fast_sandbox)
     result = run_episode(env, Runaway("plan_path", 0), seed=0, split="val")
     assert result.steps >= 1 and sum(result.parse_errors.values()) >= 1
+
+
+# Replies built to make a parser slow or make it raise: unclosed openers by the thousand (a scan retried from
+# each one is quadratic), deep nesting (recursive descent), long runs before a non-match (regex backtracking),
+# numbers past Python's 4300-digit int() limit, lone surrogates, NUL bytes, combining marks. No code block: the
+# sandbox's cost is not the parser's.
+ADVERSARIAL = {
+    "boxed openers": "\\boxed{" * 9000,
+    "nested boxes": "\\boxed{" * 5000 + "1" + "}" * 5000,
+    "fences": "```" * 20_000,
+    "tag openers": "<search><answer><tool_call>{<use_mcp_tool>" * 1500,
+    "braces": "{" * 30_000 + "}" * 30_000,
+    "brackets": "#### " + "[" * 30_000,
+    "list run": "#### [" + "U, " * 20_000,
+    "comma digits": "1," * 30_000 + "x",
+    "huge number": "#### " + "9" * 60_000,
+    "huge boxed number": "\\boxed{-" + "9" * 60_000 + ".5}",
+    "spaces": "#### " + " " * 60_000 + "x",
+    "headings": "# " * 30_000,
+    "test markers": "**Test Input:**\n" * 4000,
+    "combining": "a" + "\u0301" * 60_000,
+    "surrogates and NUL": "\udcff\ud800\x00\u202e" * 15_000,
+}
+
+
+@pytest.mark.parametrize("name,mode", CASES)
+def test_adversarial_replies_are_judged_quickly(name, mode, fast_sandbox):
+    """Every parser is linear in the reply and never raises: each of these (cut at the 64 KiB the action space
+    allows) is judged as any malformed reply, in far less than the wall guard (a hang guard, not a benchmark:
+    a step costs a few ms)."""
+    from llm_marl_envs.core.spaces import MAX_ACTION_CHARS
+
+    for label, reply in ADVERSARIAL.items():
+        env = make(name, mode=mode, sandbox=fast_sandbox)
+        env.reset(seed=0, options={"split": "val"})
+        for role in env.agent_iter(2):
+            if env.terminations[role] or env.truncations[role]:
+                env.step(None)
+                continue
+            started = time.perf_counter()
+            env.step(reply[:MAX_ACTION_CHARS])
+            elapsed = time.perf_counter() - started
+            assert elapsed < 5.0, f"{name}/{mode}: the {label!r} reply took {elapsed:.1f} s to judge"
+            assert np.isfinite(env.rewards[role]), (name, mode, label)
 
 
 @pytest.mark.parametrize("name", ENVS)
