@@ -21,10 +21,14 @@ decimal). Two exact values must be equal: the relative branch of NumEq would oth
 Robustness: model output is untrusted. Nothing here raises on any input string: a failed or
 timed-out check is "not equal". Math-Verify's own timeout uses `signal.alarm` and raises in
 non-main threads, so its timeouts are disabled and this module runs the slow stage under its own
-`setitimer` deadline instead (main thread only; it restores any outer timer, e.g. pytest-timeout's).
-In other threads the slow stage runs without a deadline, and inputs that could make sympy compute
-for minutes (huge exponents, towers of powers, big factorials, very long answers) are refused before
-sympy sees them, in every thread. Results are memoised (LRU) per (pred, gold, δ).
+`setitimer` deadline instead (main thread only; it restores any outer timer, e.g. pytest-timeout's):
+an answer that sympy cannot settle within it costs one deadline, `SLOW_CHECK_TIMEOUT_S`, and is "not equal".
+Inputs known to make sympy compute for minutes (huge exponents, towers of powers, big factorials of
+literals, very long answers) are refused before sympy sees them, in every thread. That list is not
+exhaustive (`(10^{10})!`, `\\Gamma(10^{100})`, `\\binom{10^{10}}{10^{5}}`, `\\exp(\\exp(\\exp(9)))`,
+`\\tan(\\tan(\\tan(\\tan(\\tan(1)))))` pass it and run past 10 s), so in other threads, where the
+slow stage has no deadline, a check is not bounded: step the math environment in the main thread.
+Results are memoised (LRU) per (pred, gold, δ).
 """
 
 from __future__ import annotations
