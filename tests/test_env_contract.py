@@ -229,3 +229,31 @@ def test_a_keys_split_is_its_hash_bucket():
     for i in range(3000):
         key = f"key {i} " + "#." * (i % 17)
         assert split_of(key) == owner[int(instance_hash(key)[:8], 16) % 10]
+
+
+@pytest.mark.parametrize("name", ENVS)
+def test_an_env_pickled_mid_episode_plays_on(name):
+    """pickle (an env sent to another process, or saved mid-episode) once failed on every environment whose
+    tool runtimes were made (sandbox, run cache, search runtime: their locks) or whose problems hold
+    lambdas (Code's bank): the runtimes travel as their settings, the shared ones load as the process's."""
+    import pickle
+
+    from llm_marl_envs.sandbox import default_sandbox
+
+    env = make(name)
+    env.reset(seed=5, options={"split": "val"})
+    env.step("```python\nprint(1)\n```")
+    if hasattr(env.unwrapped, "sandbox"):  # the property makes the tool envs' sandbox if no step has yet
+        assert env.unwrapped.sandbox is default_sandbox()
+    loaded = pickle.loads(pickle.dumps(env))
+    assert loaded.agent_selection == env.agent_selection
+    assert loaded.observe(loaded.agent_selection) == env.observe(env.agent_selection)
+    # The process-wide sandbox and search runtime load as themselves; a run cache or question source as a copy.
+    for mine, theirs in zip(env.unwrapped._shared_runtimes(), loaded.unwrapped._shared_runtimes(), strict=True):
+        assert type(theirs) is type(mine)
+        assert (theirs is mine) == (type(mine).__name__ in ("Sandbox", "SearchRuntime")), mine
+    for e in (env, loaded):
+        dead = e.terminations[e.agent_selection] or e.truncations[e.agent_selection]
+        e.step(None if dead else "garbage reply")
+    assert loaded.observe(loaded.agent_selection) == env.observe(env.agent_selection)
+    assert loaded.rewards == env.rewards and loaded.unwrapped.transcript == env.unwrapped.transcript

@@ -99,6 +99,13 @@ class Problem:
     def __deepcopy__(self, memo: dict) -> Problem:
         return self
 
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        # The shipped bank's input generators are lambdas, which pickle cannot store: a bank problem is
+        # pickled by its id and loads as the bank's problem (an environment pickled mid-episode).
+        if self.source == "bank" and _bank_problem(self.id) is self:
+            return _bank_problem, (self.id,)
+        return super().__reduce_ex__(protocol)
+
     @property
     def key(self) -> str:
         return f"{self.source}:{self.id}"
@@ -116,6 +123,12 @@ class Problem:
                 label = "Example" if len(self.examples) == 1 else f"Example {i}"
                 parts.append(f"{label} input:\n{ex.input.rstrip()}\n{label} output:\n{ex.output.rstrip()}")
         return "\n\n".join(parts)
+
+
+def _bank_problem(problem_id: str) -> Problem | None:
+    from .bank import BY_ID  # noqa: PLC0415 (the bank imports this module)
+
+    return BY_ID.get(problem_id)
 
 
 def with_newline(text: str) -> str:

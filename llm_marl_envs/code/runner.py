@@ -81,6 +81,10 @@ class RunCache:
     def __deepcopy__(self, memo: dict) -> RunCache:
         return self
 
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        # A pickled environment starts with an empty cache (its lock cannot be pickled; results are only saved work).
+        return RunCache, (self.max_entries,)
+
     @staticmethod
     def key(code: str, stdin: str, limits: SandboxLimits) -> tuple[str, str, tuple]:
         h = lambda s: hashlib.sha256(s.encode("utf-8", "surrogatepass")).hexdigest()  # noqa: E731

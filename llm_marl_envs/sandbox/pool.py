@@ -340,6 +340,12 @@ class Sandbox:
     def __copy__(self) -> Sandbox:
         return self
 
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        # A pickled environment (sent to another process, saved mid-episode) carries its sandbox as its
+        # settings: the shared default one is the unpickling process's default sandbox, another one a new
+        # pool with the same limits (worker processes and pipes cannot travel).
+        return _unpickled_sandbox, (self.limits, self.n_workers, self.warm, self._kernel_layers, self is _default)
+
     def __enter__(self) -> Sandbox:
         return self
 
@@ -730,6 +736,15 @@ class _Batch:
 
 _default: Sandbox | None = None
 _default_lock = threading.Lock()
+
+
+def _unpickled_sandbox(limits: SandboxLimits, workers: int, warm: bool, kernel_layers: bool, default: bool) -> Sandbox:
+    """What a pickled Sandbox loads as (`Sandbox.__reduce__`): the default sandbox, or a new one closed at exit."""
+    if default:
+        return default_sandbox()
+    sandbox = Sandbox(limits, workers, warm, _kernel_layers=kernel_layers)
+    atexit.register(sandbox.close)
+    return sandbox
 
 
 def default_sandbox() -> Sandbox:

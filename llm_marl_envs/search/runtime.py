@@ -128,6 +128,13 @@ class SearchRuntime:
     def __deepcopy__(self, memo: dict) -> SearchRuntime:
         return self
 
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        # A pickled environment carries its runtime as its settings (a session, a loop thread and a server
+        # process cannot travel): the process-wide one for (spec, transport) loads as that process's.
+        shared = _SHARED.get((json.dumps(self.spec, sort_keys=True), self.transport)) is self
+        return _unpickled_runtime, (self.spec, self.transport, self.call_timeout_s, self.start_timeout_s,
+                                    str(self.log_path), shared)
+
     def __enter__(self) -> SearchRuntime:
         return self
 
@@ -452,6 +459,16 @@ def shared_runtime(spec: dict[str, Any], transport: str = "subprocess") -> Searc
             rt = SearchRuntime(spec, transport)
             _SHARED[key] = rt
         return rt
+
+
+def _unpickled_runtime(spec: dict[str, Any], transport: str, call_timeout_s: float, start_timeout_s: float,
+                       log_path: str, shared: bool) -> SearchRuntime:
+    """What a pickled SearchRuntime loads as (`SearchRuntime.__reduce__`): the shared one, or a new one closed at exit."""
+    if shared:
+        return shared_runtime(spec, transport)
+    rt = SearchRuntime(spec, transport, call_timeout_s=call_timeout_s, start_timeout_s=start_timeout_s, log_path=log_path)
+    atexit.register(rt.close)
+    return rt
 
 
 @atexit.register
