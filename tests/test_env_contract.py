@@ -257,3 +257,25 @@ def test_an_env_pickled_mid_episode_plays_on(name):
         e.step(None if dead else "garbage reply")
     assert loaded.observe(loaded.agent_selection) == env.observe(env.agent_selection)
     assert loaded.rewards == env.rewards and loaded.unwrapped.transcript == env.unwrapped.transcript
+
+
+@pytest.mark.parametrize("name", ENVS)
+def test_render_after_the_agent_loop_shows_the_outcome(name):
+    """PettingZoo's dead steps remove each agent's rewards, terminations and infos, so `env.render()` after the
+    `agent_iter()` loop once dropped the last step's reward line and the "episode over" line: the frame
+    of a finished episode looked unfinished. It shows them as at the last dead step."""
+    env = make(name, render_mode="ansi")
+    oracle = make_oracle(name)
+    env.reset(seed=1, options={"split": "test"})
+    oracle.reset(1)
+    at_dead_step = None
+    for agent in env.agent_iter():
+        observation, _, terminated, truncated, _ = env.last()
+        if terminated or truncated:
+            at_dead_step = at_dead_step or env.render()
+            env.step(None)
+        else:
+            env.step(oracle.act(agent, observation))
+    assert not env.agents
+    assert "=== episode over:" in at_dead_step and "--- reward " in at_dead_step
+    assert env.render() == at_dead_step

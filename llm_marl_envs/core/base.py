@@ -57,7 +57,8 @@ class TextAECEnv(AECEnv):
     """Stable name mixed into instance seeds (kept across versions unless generation changes)."""
     fork_shared: ClassVar[tuple[str, ...]] = ("possible_agents", "observation_spaces", "action_spaces", "state_space",
                                               "instance", "max_turns", "render_mode", "split", "instance_seed", "turn",
-                                              "success", "agent_selection", "_seed_rng_shared")
+                                              "success", "agent_selection", "_seed_rng_shared", "_last_scores",
+                                              "_ended")
     """Attributes never changed in place (fixed for the episode or the env's life, or immutable values
     that a step replaces as a whole): `fork()` shares them instead of copying. A subclass adds its own
     (a grid, a BFS table...) by extending the tuple; whatever is not listed is deep-copied, so
@@ -96,6 +97,11 @@ class TextAECEnv(AECEnv):
         self.success = False
         self.transcript: list[tuple[str, int, str]] = []
         """(agent, turn, reply) of every step of the episode, for rendering and auditing."""
+        self._last_scores: tuple[float, float, float, str | None] | None = None
+        self._ended = False
+        """The last step's (reward, team, local, parse error) and whether the episode is over, for `render()`:
+        PettingZoo's dead steps delete each agent's infos and terminations, so after the `agent_iter()` loop
+        they no longer tell."""
 
     # ------------------------------------------------------------------ hooks for subclasses
     def _make_instance(self, rng: np.random.Generator) -> Keyed:
@@ -200,6 +206,8 @@ class TextAECEnv(AECEnv):
         self.turn = 0
         self.success = False
         self.transcript = []
+        self._last_scores = None
+        self._ended = False
         self._start()
         self.agent_selection = self._first_agent()
         if self.render_mode == "human":
@@ -229,7 +237,9 @@ class TextAECEnv(AECEnv):
         info["success"] = False
         info.update(play.details)
         self.infos[agent] = info
+        self._last_scores = (info["reward"], info["team_reward"], info["local_reward"], play.parse_error)
         if play.next_agent is None:
+            self._ended = True
             self.success = bool(play.success)
             ended = self.terminations if (self.success or play.terminated) else self.truncations
             for a in self.agents:
@@ -252,11 +262,11 @@ class TextAECEnv(AECEnv):
                 agent, turn, reply = self.transcript[-1]
                 shown = reply if len(reply) <= _RENDER_TEXT_CAP else reply[:_RENDER_TEXT_CAP] + " [...]"
                 lines.append(f"--- last reply ({agent}, turn {turn}) ---\n{shown}")
-                info = self.infos.get(agent)
-                if info is not None:
-                    lines.append(f"--- reward {info['reward']:.3f} (team {info['team_reward']:.3f}, local {info['local_reward']:.3f})"
-                                 + (f"; parse error: {info['parse_error']}" if info.get("parse_error") else ""))
-            if self.terminations and all(self.terminations.values()) or self.truncations and all(self.truncations.values()):
+                if self._last_scores is not None:
+                    reward, team, local, error = self._last_scores
+                    lines.append(f"--- reward {reward:.3f} (team {team:.3f}, local {local:.3f})"
+                                 + (f"; parse error: {error}" if error else ""))
+            if self._ended:
                 lines.append(f"=== episode over: {'success' if self.success else 'not solved'} ===")
             text = "\n".join(lines)
         if self.render_mode == "human":
