@@ -259,6 +259,21 @@ def test_an_env_pickled_mid_episode_plays_on(name):
     assert loaded.rewards == env.rewards and loaded.unwrapped.transcript == env.unwrapped.transcript
 
 
+
+def test_envs_pickled_one_by_one_with_their_own_sandbox_load_sharing_one(fast_sandbox):
+    """A sandbox other than the default loads as one sandbox per process and settings, not one pool per env."""
+    import pickle
+
+    blobs = []
+    for seed in (1, 2):
+        env = make("plan_path", sandbox=fast_sandbox)
+        env.reset(seed=seed)
+        blobs.append(pickle.dumps(env))
+    first, second = (pickle.loads(b).unwrapped.sandbox for b in blobs)
+    assert first is second and first is not fast_sandbox
+    assert (first.limits, first.n_workers) == (fast_sandbox.limits, fast_sandbox.n_workers)
+
+
 @pytest.mark.parametrize("name", ENVS)
 def test_render_after_the_agent_loop_shows_the_outcome(name):
     """PettingZoo's dead steps remove each agent's rewards, terminations and infos, so `env.render()` after the

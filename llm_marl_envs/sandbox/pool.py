@@ -342,8 +342,8 @@ class Sandbox:
 
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
         # A pickled environment (sent to another process, saved mid-episode) carries its sandbox as its
-        # settings: the shared default one is the unpickling process's default sandbox, another one a new
-        # pool with the same limits (worker processes and pipes cannot travel).
+        # settings: the shared default one is the unpickling process's default sandbox, another one that
+        # process's sandbox of the same settings (worker processes and pipes cannot travel).
         return _unpickled_sandbox, (self.limits, self.n_workers, self.warm, self._kernel_layers, self is _default)
 
     def __enter__(self) -> Sandbox:
@@ -738,13 +738,21 @@ _default: Sandbox | None = None
 _default_lock = threading.Lock()
 
 
+_unpickled: dict[tuple[Any, ...], Sandbox] = {}
+
+
 def _unpickled_sandbox(limits: SandboxLimits, workers: int, warm: bool, kernel_layers: bool, default: bool) -> Sandbox:
-    """What a pickled Sandbox loads as (`Sandbox.__reduce__`): the default sandbox, or a new one closed at exit."""
+    """What a pickled Sandbox loads as (`Sandbox.__reduce__`): the default sandbox, or one sandbox per process
+    and settings, closed at exit (envs pickled one by one and loaded together share it, not one pool each)."""
     if default:
         return default_sandbox()
-    sandbox = Sandbox(limits, workers, warm, _kernel_layers=kernel_layers)
-    atexit.register(sandbox.close)
-    return sandbox
+    key = (limits, workers, warm, kernel_layers)
+    with _default_lock:
+        sandbox = _unpickled.get(key)
+        if sandbox is None or sandbox._closed:
+            sandbox = _unpickled[key] = Sandbox(limits, workers, warm, _kernel_layers=kernel_layers)
+            atexit.register(sandbox.close)
+        return sandbox
 
 
 def default_sandbox() -> Sandbox:

@@ -446,6 +446,7 @@ def _parse(tool: str, args: dict[str, Any], result: Any) -> ToolResult:
 
 # ---------------------------------------------------------------------------------------- sharing
 _SHARED: dict[tuple[str, str], SearchRuntime] = {}
+_UNPICKLED: dict[tuple[Any, ...], SearchRuntime] = {}
 _SHARED_LOCK = threading.Lock()
 
 
@@ -463,16 +464,21 @@ def shared_runtime(spec: dict[str, Any], transport: str = "subprocess") -> Searc
 
 def _unpickled_runtime(spec: dict[str, Any], transport: str, call_timeout_s: float, start_timeout_s: float,
                        log_path: str, shared: bool) -> SearchRuntime:
-    """What a pickled SearchRuntime loads as (`SearchRuntime.__reduce__`): the shared one, or a new one closed at exit."""
+    """What a pickled SearchRuntime loads as (`SearchRuntime.__reduce__`): the shared one, or one per process
+    and settings (a session each, not one per env loaded), closed at exit."""
     if shared:
         return shared_runtime(spec, transport)
-    rt = SearchRuntime(spec, transport, call_timeout_s=call_timeout_s, start_timeout_s=start_timeout_s, log_path=log_path)
-    atexit.register(rt.close)
-    return rt
+    key = (json.dumps(spec, sort_keys=True), transport, call_timeout_s, start_timeout_s, log_path)
+    with _SHARED_LOCK:
+        rt = _UNPICKLED.get(key)
+        if rt is None or rt.closed:
+            rt = _UNPICKLED[key] = SearchRuntime(spec, transport, call_timeout_s=call_timeout_s,
+                                                 start_timeout_s=start_timeout_s, log_path=log_path)
+        return rt
 
 
 @atexit.register
 def _close_shared() -> None:
-    for rt in list(_SHARED.values()):
+    for rt in [*_SHARED.values(), *_UNPICKLED.values()]:
         with contextlib.suppress(Exception):
             rt.close()
