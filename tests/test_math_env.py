@@ -399,6 +399,21 @@ def test_parallel_episode_with_the_oracle(sandbox):
     assert not env.agents
 
 
+
+def test_the_parallel_env_forks(sandbox):
+    """`fork()`, which every environment offers, was missing from `parallel_env()` (PettingZoo's AEC-to-parallel
+    wrapper has none): the fork is an independent copy at the same state that shares the sandbox."""
+    env = math_v2.parallel_env(sandbox=sandbox)
+    observations, _ = env.reset(seed=4)
+    child = env.fork()
+    assert type(child) is type(env) and child.unwrapped is not env.unwrapped
+    assert child.unwrapped.sandbox is env.unwrapped.sandbox
+    replies = {"reasoner": "#### \\boxed{0}", "tool": "```python\nprint(1)\n```"}
+    stepped = child.step(replies)[0]
+    assert env.unwrapped.turn == 0 and child.unwrapped.turn == 1
+    assert env.step(replies)[0] == stepped
+
+
 def test_oracle_earns_the_maximum_reward_at_every_difficulty(sandbox):
     oracle = make_oracle("math")
     for difficulty in (1, 2, 3):

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from pettingzoo.utils import wrappers
+from pettingzoo.utils.conversions import aec_to_parallel_wrapper
 
 from .base import fork
 
@@ -32,3 +33,20 @@ def make_env_fn(raw_env: Callable[..., Any]) -> Callable[..., Any]:
 
     env.__doc__ = raw_env.__doc__
     return env
+
+
+class ParallelWrapper(aec_to_parallel_wrapper):
+    """PettingZoo's AEC-to-parallel conversion, with the `fork()` every environment offers (its wrapper has none)."""
+
+    def fork(self) -> ParallelWrapper:
+        return fork(self)
+
+
+def make_parallel_env_fn(env_fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Build `parallel_env(**kwargs)` from `env` (PettingZoo's `parallel_wrapper_fn`, with `ParallelWrapper`)."""
+
+    def parallel_env(**kwargs: Any) -> ParallelWrapper:
+        return ParallelWrapper(env_fn(**kwargs))
+
+    parallel_env.__doc__ = env_fn.__doc__
+    return parallel_env
