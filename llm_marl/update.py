@@ -108,8 +108,9 @@ def plan_update(samples: list[Sample], optim: Any, loss_config: LossConfig, segm
             continue  # replies of the frozen base model (no adapter) are not trained
         # A reply with advantage 0 has no policy gradient of its own, but its tokens count in its loss segment's
         # normaliser (seq-mean) and ratio (sequence level): it is left out only with its whole segment.
-        live = {segment_key(s, segment) for s in batch if s.response_ids and (loss_config.beta > 0 or s.advantage != 0.0)}
-        informative = [s for s in batch if s.response_ids and segment_key(s, segment) in live]
+        keyed = [(s, segment_key(s, segment)) for s in batch if s.response_ids]
+        live = {key for s, key in keyed if loss_config.beta > 0 or s.advantage != 0.0}
+        informative = [s for s, key in keyed if key in live]
         counts[f"update/{adapter}/samples"] = float(len(batch))
         empty = sum(1 for s in batch if not s.response_ids)  # no tokens to train (an empty or cut-off reply)
         counts[f"update/{adapter}/skipped_empty"] = float(empty)
