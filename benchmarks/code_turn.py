@@ -1,4 +1,4 @@
-"""Time of one full coder-tester turn of `code_v3` (issue 3): the coder's program runs on every hidden
+"""Time of one full coder-tester turn of `code_v4` (issue 3): the coder's program runs on every hidden
 test and the smoke example, the tester's test is checked against the reference solution and run
 on every mutant, and the program runs on the tester's suite.
 
@@ -110,7 +110,7 @@ def main() -> None:
     lines.append(f"| **median** | | | **{med['cold'] * 1000:.0f}** | **{med['turn'] * 1000:.0f}** | "
                  f"**{med['coder'] * 1000:.0f}** | **{med['tester'] * 1000:.0f}** |")
     body = (
-        f"One coder-tester turn of `code_v3` with the default 10 hidden tests, {args.workers} sandbox workers, "
+        f"One coder-tester turn of `code_v4` with the default 10 hidden tests, {args.workers} sandbox workers, "
         f"over {len(rows)} bank problems; warm values are medians of {args.warm} new instances per problem. The cold "
         "turn is the first on a problem in a process and includes its one-time mutation analysis; a warm turn "
         "draws and computes the new instance's hidden tests, runs the program on them and on the example, "

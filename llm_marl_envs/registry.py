@@ -54,7 +54,7 @@ ENVS: dict[str, EnvEntry] = {
                  "push boxes onto goals: the tool's program searches moves, the planner decides", "AT-GRPO A.1.5"),
         EnvEntry("sudoku", "sudoku_v1", f"{NAMESPACE}/Sudoku-v1", ("tool", "planner"),
                  "fill a Sudoku with a unique solution: the tool's program solves, the planner verifies", "AT-GRPO A.1.3, A.2.2"),
-        EnvEntry("code", "code_v3", f"{NAMESPACE}/Code-v3", ("coder", "tester"),
+        EnvEntry("code", "code_v4", f"{NAMESPACE}/Code-v4", ("coder", "tester"),
                  "stdin/stdout programming: the coder writes a program, the tester writes test cases", "AT-GRPO A.1.2, A.2.2",
                  variants=(("mas", {}), ("coder", {"mode": "coder"}))),
         EnvEntry("math", "math_v2", f"{NAMESPACE}/Math-v2", ("reasoner", "tool"),

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from agents import run_episode
 from agents.oracle import make_oracle
-from llm_marl_envs import code_v3
+from llm_marl_envs import code_v4
 from llm_marl_envs.code import bank
 from llm_marl_envs.code.env import CodeInstance, instance_for, mutation_analysis
 from llm_marl_envs.code.mutation import generate_mutants
@@ -56,7 +56,7 @@ def sandbox():
 
 
 def fresh(sandbox, mode="mas", problem=THRESHOLD, **kw):
-    env = code_v3.raw_env(mode=mode, problems=[problem], sandbox=sandbox, time_limit_s=0.5, **kw)
+    env = code_v4.raw_env(mode=mode, problems=[problem], sandbox=sandbox, time_limit_s=0.5, **kw)
     env.reset(seed=0, options={"instance": CodeInstance(problem, 0)})
     return env
 
@@ -204,7 +204,7 @@ def test_a_corrected_test_replaces_the_old_one(sandbox):
 
 def test_bank_problem_weak_and_strong_tests():
     problem = bank.BY_ID["sort_numbers"]
-    env = code_v3.raw_env(problems=[problem])
+    env = code_v4.raw_env(problems=[problem])
     env.reset(options={"instance": instance_for(problem)})
     analysis = env.analysis()
     weak = TestCase("1\n5\n", "5\n")
@@ -284,11 +284,11 @@ def test_coder_mode_is_one_turn(sandbox):
 )
 def test_bad_config_names_the_fix(kwargs, fix):
     with pytest.raises(ValueError, match=fix):
-        code_v3.raw_env(**kwargs)
+        code_v4.raw_env(**kwargs)
 
 
 def test_missing_split_names_the_fix(sandbox):
-    env = code_v3.raw_env(problems=[THRESHOLD], sandbox=sandbox)
+    env = code_v4.raw_env(problems=[THRESHOLD], sandbox=sandbox)
     with pytest.raises(ValueError, match="dataset_split"):
         env.reset(seed=0, options={"split": "train"})
 
@@ -458,6 +458,7 @@ def test_load_codecontests():
     assert [t.input for t in problem.tests] == ["5\n", "1\n", "100\n", "7\n"]  # public + private + generated, deduplicated
     assert problem.examples == (TestCase("5\n", "3\n"),) and problem.examples_in_statement
     assert problem.time_limit_s == 2.5  # time_limit: {seconds: 2, nanos: 500000000}
+    assert problem.memory_limit_mb == 245  # memory_limit_bytes: 256000000, in MiB rounded up
 
 
 def test_a_codecontests_reference_is_its_first_python3_solution_that_compiles(tmp_path):
@@ -492,7 +493,7 @@ def test_a_codecontests_problem_runs_under_its_own_time_limit():
     with Sandbox(SandboxLimits(wall_time_s=10.0, cpu_time_s=4.0)) as roomy, \
             Sandbox(SandboxLimits(wall_time_s=2.0, cpu_time_s=2.0)) as tight:  # nothing runs: no worker starts
         def limits(p, sandbox=roomy, **kw):
-            env = code_v3.raw_env(problems=[p], sandbox=sandbox, **kw)
+            env = code_v4.raw_env(problems=[p], sandbox=sandbox, **kw)
             env.reset(seed=0, options={"instance": CodeInstance(p, 0)})
             return env.problem_time_limit(), env._limits().cpu_time_s, env._limits().wall_time_s, env._reference_limits().cpu_time_s
 
@@ -501,6 +502,39 @@ def test_a_codecontests_problem_runs_under_its_own_time_limit():
         assert limits(problem, time_limit_s=1.0) == (1.0, 1.0, 3.0, 2.0)  # a number is every problem's limit
         assert limits(THRESHOLD) == (1.0, 1.0, 3.0, 2.0)  # no limit of its own
         assert limits(problem, sandbox=tight)[1:] == (2.0, 2.0, 2.0)  # never looser than the sandbox
+
+
+def test_a_codecontests_problem_runs_under_its_own_memory_limit(tmp_path):
+    """The loader ignored CodeContests' `memory_limit_bytes`: every program got the sandbox's address space
+    (512 MiB by default), so a program holding 150 MiB passed a 64 MB problem's tests."""
+    hog = "data = bytearray(150 * 2**20)\nprint(int(input()) * 2)\n"
+    row = {"name": "twice", "description": "Print 2n.", "public_tests": {"input": ["3\n"], "output": ["6\n"]},
+           "memory_limit_bytes": 64_000_000, "solutions": {"language": [3], "solution": [hog]}}
+    (tmp_path / "cc.jsonl").write_text(json.dumps(row) + "\n")
+    (problem,) = load_problems(tmp_path / "cc.jsonl")
+    assert problem.memory_limit_mb == 62
+    with Sandbox(SandboxLimits(wall_time_s=5.0, cpu_time_s=2.0, memory_mb=512), workers=1) as roomy, \
+            Sandbox(SandboxLimits(memory_mb=128)) as tight:  # nothing runs there: no worker starts
+        def env_of(p, sandbox=roomy):
+            env = code_v4.raw_env(problems=[p], sandbox=sandbox, mode="coder")
+            env.reset(seed=0, options={"instance": CodeInstance(p, 0)})
+            return env
+
+        def memory(p, sandbox=roomy):
+            env = env_of(p, sandbox)
+            return env.problem_memory_limit(), env._limits().memory_mb, env._reference_limits().memory_mb
+
+        assert memory(problem) == (64, 64, 512)  # at least 64 MiB (the interpreter); the reference gets the sandbox's
+        assert memory(replace(problem, id="p2", memory_limit_mb=245)) == (245, 245, 512)
+        assert memory(replace(problem, id="p3", memory_limit_mb=1024)) == (512, 512, 512)  # never above the sandbox
+        assert memory(replace(problem, id="p4", memory_limit_mb=245), tight) == (128, 128, 128)
+        assert memory(THRESHOLD) == (512, 512, 512)  # no limit of its own: the sandbox's, as before
+        env = env_of(problem)
+        env.step(f"```python\n{hog}```")
+        assert env.infos["coder"]["code_status"] == "smoke_failed" and env.infos["coder"]["golden_passed"] == 0
+        env = env_of(replace(problem, id="roomy", memory_limit_mb=245))
+        env.step(f"```python\n{hog}```")
+        assert env.infos["coder"]["golden_passed"] == 1 and env.success
 
 
 def test_a_mutants_time_cap_follows_the_problems_time_limit(monkeypatch):
@@ -522,7 +556,7 @@ def test_a_mutants_time_cap_follows_the_problems_time_limit(monkeypatch):
     with Sandbox(SandboxLimits(wall_time_s=10.0, cpu_time_s=4.0)) as roomy, \
             Sandbox(SandboxLimits(wall_time_s=2.0, cpu_time_s=2.0)) as tight:  # nothing runs: no worker starts
         def caps(p, sandbox=roomy, **kw):
-            env = code_v3.raw_env(problems=[p], sandbox=sandbox, **kw)
+            env = code_v4.raw_env(problems=[p], sandbox=sandbox, **kw)
             env.reset(seed=0, options={"instance": CodeInstance(p, 0)})
             harness.clear()
             analysis, stdin = env.analysis(), f"{len(harness_inputs)}\n"
@@ -591,6 +625,8 @@ def test_loader_errors_are_clear(tmp_path):
      "LiveCodeBench 'q': test cases: a test input or output must be text"),
     ({"name": "q", "description": "x", "public_tests": {"input": ["1\n"], "output": ["1\n"]}, "time_limit": "2 s"},
      "CodeContests 'q': time_limit must be an object with numbers 'seconds' and 'nanos'"),
+    ({"name": "q", "description": "x", "public_tests": {"input": ["1\n"], "output": ["1\n"]}, "memory_limit_bytes": "256 MB"},
+     "CodeContests 'q': memory_limit_bytes must be a number of bytes"),
 ])
 def test_a_malformed_test_list_names_the_row_and_the_field(tmp_path, row, message):
     """A test case that is no object, or lacks its input, was a KeyError or AttributeError traceback; a null
@@ -614,7 +650,7 @@ def test_an_apps_file_of_both_splits_names_the_fix_or_reads_each_rows_split(tmp_
         load_problems(path)
     rows = (_apps_row(0, 2, split="train"), _apps_row(0, 3, split="test"), _apps_row(1, 4, split="test"))
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    env = code_v3.raw_env(problems=str(path), sandbox=sandbox)
+    env = code_v4.raw_env(problems=str(path), sandbox=sandbox)
     assert [p.key for p in env.problems] == ["apps:train/0", "apps:test/0", "apps:test/1"]
     path.write_text("".join(json.dumps(r) + "\n" for r in rows[1:]))  # no repeated id: the ids stay as they were
     assert [p.key for p in load_problems(path)] == ["apps:0", "apps:1"]
@@ -631,7 +667,7 @@ def test_an_apps_file_of_both_splits_names_the_fix_or_reads_each_rows_split(tmp_
     both = load_problems(tmp_path / "a.jsonl", split="train") + load_problems(tmp_path / "b.jsonl")
     with pytest.raises(ValueError, match=re.escape("two problems share the key 'apps:0' (source:id): give each problem "
                                                    "its own id, e.g. dataclasses.replace(problem, id=...)")):
-        code_v3.raw_env(problems=both, sandbox=sandbox)
+        code_v4.raw_env(problems=both, sandbox=sandbox)
 
 
 def test_hash_split_spreads_a_dataset():
@@ -643,7 +679,7 @@ def test_hash_split_spreads_a_dataset():
 
 @pytest.mark.parametrize("path,tester_mask", [("code_apps.jsonl", 1.0), ("code_livecodebench.jsonl", 0.0)])
 def test_env_runs_on_a_dataset(sandbox, path, tester_mask):
-    env = code_v3.raw_env(problems=str(FIXTURES / path), sandbox=sandbox)
+    env = code_v4.raw_env(problems=str(FIXTURES / path), sandbox=sandbox)
     env.reset(seed=1, options={"split": "test"})
     problem = env.problem
     solution = problem.reference or {"abc900_a": "print(input() * 2)", "abc900_b": "input()\nprint(sum(map(int, input().split())))"}[problem.id]
@@ -663,7 +699,7 @@ def test_an_apps_reference_is_its_first_solution_that_python3_compiles(sandbox, 
     (tmp_path / "apps.jsonl").write_text(json.dumps(row) + "\n")
     (problem,) = load_problems(tmp_path / "apps.jsonl")
     assert problem.reference == py3
-    env = code_v3.raw_env(problems=[problem], sandbox=sandbox)
+    env = code_v4.raw_env(problems=[problem], sandbox=sandbox)
     env.reset(seed=0, options={"split": "test"})
     env.step(f"```python\n{py3}```")
     env.step(format_test(TestCase("4\n", "8\n")))
@@ -679,7 +715,7 @@ def test_a_correct_program_passes_a_test_whose_output_is_longer_than_the_sandbox
            "private_tests": {"input": list(tests), "output": list(tests.values())},
            "solutions": {"language": [3], "solution": [solution]}}
     (tmp_path / "cc.jsonl").write_text(json.dumps(row) + "\n")
-    env = code_v3.raw_env(problems=str(tmp_path / "cc.jsonl"), sandbox=sandbox, mode="coder")
+    env = code_v4.raw_env(problems=str(tmp_path / "cc.jsonl"), sandbox=sandbox, mode="coder")
     env.reset(seed=0, options={"split": "test"})
     env.step(f"```python\n{solution}```")
     assert env.infos["coder"]["golden_passed"] == 3 and env.infos["coder"]["team_reward"] == 1.0 and env.success
@@ -702,7 +738,7 @@ def test_a_dataset_test_longer_than_a_megabyte_keeps_the_mutation_analysis(sandb
 
 
 def test_oracle_solves_every_test_split_problem_in_one_turn():
-    env = code_v3.env()
+    env = code_v4.env()
     oracle = make_oracle("code")
     problems = [p for p in bank.PROBLEMS if p.split == "test"]
     assert len(problems) >= 15
@@ -722,7 +758,7 @@ def test_the_oracle_of_a_dataset_env_knows_its_problems(fixture):
     from agents.demonstrations import oracle_demonstrations
 
     kwargs = {"problems": str(FIXTURES / fixture), "dataset_split": "train"}
-    env, oracle = code_v3.env(**kwargs), make_oracle("code", kwargs)
+    env, oracle = code_v4.env(**kwargs), make_oracle("code", kwargs)
     for row in env.unwrapped.dataset_instances():
         assert run_episode(env, oracle, instance=row).success
     records = list(oracle_demonstrations("code", 1, env_kwargs=kwargs))
@@ -742,7 +778,7 @@ def test_demonstrations_leave_out_the_episodes_of_a_problem_without_a_solution()
         records = list(oracle_demonstrations("code", 6, env_kwargs=kwargs))
     assert records and not any("I do not know" in r["messages"][-1]["content"] for r in records)
     assert all(known.statement in r["messages"][1]["content"] for r in records)
-    env = code_v3.raw_env(**kwargs)
+    env = code_v4.raw_env(**kwargs)
     seed = next(seed for seed in range(50) if env.reset(seed=seed, options={"split": "train"}) is None
                 and env.problem.reference is None)
     with pytest.raises(ValueError, match=f"has no answer to the problem of any of the 1 train episodes \\(seeds {seed}"):
@@ -758,10 +794,10 @@ def test_the_oracle_finds_a_problem_whose_statement_holds_a_fence():
     """The problem was read up to the first ``` line, so a statement holding one was never recognised."""
     fenced = replace(next(p for p in bank.PROBLEMS if p.split == "test"), id="fenced",
                                  statement="Read n and print it.\n```\nexample\n```\nThat is all.")
-    env = code_v3.env(problems=[fenced], mode="coder")
+    env = code_v4.env(problems=[fenced], mode="coder")
     assert run_episode(env, make_oracle("code", {"problems": [fenced]}), instance=instance_for(fenced)).success
 
 
 def test_oracle_earns_the_coder_maximum():
-    result = run_episode(code_v3.env(mode="coder"), make_oracle("code"), seed=0, split="test")
+    result = run_episode(code_v4.env(mode="coder"), make_oracle("code"), seed=0, split="test")
     assert result.success and result.returns["coder"] == pytest.approx(1.0)

@@ -152,7 +152,7 @@ def test_agreement_on_a_wrong_answer_ends_without_success(fresh):
     env = fresh()
     env.step(WRONG)
     env.step(program("print(41)"))
-    # Agreement is a terminal state (same convention as code_v3), not a time limit.
+    # Agreement is a terminal state (same convention as code_v4), not a time limit.
     assert not env.success and all(env.terminations.values()) and not any(env.truncations.values())
     assert env.infos["tool"]["final_answer"] == "41"
 

@@ -48,7 +48,7 @@ def test_short_names_module_names_and_ids_resolve_to_one_entry(name):
                                          ("sudoku_v0", "llm_marl/Sudoku-v1"), ("llm_marl/Math-v0", "math_v2"), ("llm_marl/Math-v1", "math_v2"),
                                          ("mass_v0", "mass_v4"), ("llm_marl/MASS-v1", "mass_v4"), ("llm_marl/MASS-v2", "mass_v4"), ("llm_marl/MASS-v3", "mass_v4"),
                                          ("llm_marl/DeepSearch-v0", "deep_search_v3"), ("deep_search_v1", "llm_marl/DeepSearch-v3"), ("deep_search_v2", "deep_search_v3"),
-                                         ("code_v0", "llm_marl/Code-v3"), ("llm_marl/Code-v1", "code_v3"), ("llm_marl/Code-v2", "code_v3")])
+                                         ("code_v0", "llm_marl/Code-v4"), ("llm_marl/Code-v1", "code_v4"), ("llm_marl/Code-v2", "code_v4"), ("llm_marl/Code-v3", "code_v4")])
 def test_an_older_version_names_the_current_one(old, current):
     with pytest.raises(ValueError, match=f"not this release's version.*{current}"):
         registry.get(old)
@@ -74,7 +74,7 @@ def test_an_older_module_name_returns_the_current_version_with_a_warning():
 
 @pytest.mark.parametrize("old,current", [("plan_path_v0", "plan_path_v2"), ("plan_path_v1", "plan_path_v2"),
                                          ("sokoban_v1", "sokoban_v2"), ("sudoku_v0", "sudoku_v1"), ("math_v0", "math_v2"), ("math_v1", "math_v2"),
-                                         ("code_v0", "code_v3"), ("code_v1", "code_v3"), ("code_v2", "code_v3")])
+                                         ("code_v0", "code_v4"), ("code_v1", "code_v4"), ("code_v2", "code_v4"), ("code_v3", "code_v4")])
 def test_every_older_module_name_is_the_current_module(old, current):
     with pytest.warns(FutureWarning, match=rf"{old} was replaced by llm_marl_envs\.{current}"):
         module = getattr(llm_marl_envs, old)

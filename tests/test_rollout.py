@@ -407,7 +407,7 @@ def test_prefetched_code_runs_give_the_same_rollout(plan):
     """Code: the coder's program on the golden and smoke inputs, and the tester's suite runs, reference
     run and mutation batches are run at once per wave; right, wrong, failing, non-compiling and
     timing-out programs score as they do without prefetching."""
-    from llm_marl_envs import code_v3
+    from llm_marl_envs import code_v4
     from llm_marl_envs.code import env as code_env
     from llm_marl_envs.code.env import CodeInstance
     from llm_marl_envs.code.problems import Problem, TestCase
@@ -440,7 +440,7 @@ def test_prefetched_code_runs_give_the_same_rollout(plan):
             code_env._ANALYSES.clear()  # each run computes the mutation analysis and its kill sets itself
             sandbox.run, sandbox.run_many, sandbox.prefetched = (
                 (run, run_many, recording_prefetched) if prefetch else (recording_run, recording_run_many, prefetched))
-            tasks = [Task(f"code/{i}", partial(code_v3.raw_env, problems=[problem], max_turns=2, time_limit_s=0.5, sandbox=sandbox),
+            tasks = [Task(f"code/{i}", partial(code_v4.raw_env, problems=[problem], max_turns=2, time_limit_s=0.5, sandbox=sandbox),
                           seed=i, options={"instance": CodeInstance(problem, i)}) for i in range(2)]
             return rollout(tasks, plan, engine(_coder_or_tester_reply), sigma={"coder": "c", "tester": "t"},
                            sampling=SamplingParams(seed=0), prefetch=prefetch)

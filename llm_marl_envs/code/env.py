@@ -2,7 +2,7 @@
 
 | | |
 |---|---|
-| Creation | `llm_marl_envs.code_v3.env()` / `pettingzoo.make("aec", "llm_marl/Code-v3")` |
+| Creation | `llm_marl_envs.code_v4.env()` / `pettingzoo.make("aec", "llm_marl/Code-v4")` |
 | Agents | `coder`, `tester` (mode "mas"); `coder` alone for one turn (mode "coder", the paper's single-agent baseline) |
 | Turn order | coder, tester, coder, tester, ... for up to `max_turns` turns |
 | Observation | `{"messages": [chat in OpenAI format], "turn": int}`: the problem, and from turn 1 on the mismatch history |
@@ -17,7 +17,8 @@ list of `Problem`), `dataset_format` ("auto" | "apps" |
 "hash"), `hidden_tests` (hidden tests per generated instance, default 10: the problem's edge inputs
 plus seeded generator draws), `time_limit_s` (CPU seconds per test run; default None: the problem's own
 limit, CodeContests' `time_limit`, but at least 1.0 s, and 1.0 s for a problem without one; a number: that limit
-for every problem; either way at most the sandbox's `cpu_time_s`), `render_mode`, `sandbox`
+for every problem; either way at most the sandbox's `cpu_time_s`; a program's memory is likewise the problem's own
+limit, CodeContests' `memory_limit_bytes`, but at least 64 MiB and at most the sandbox's `memory_mb`), `render_mode`, `sandbox`
 (a shared `llm_marl_envs.sandbox.Sandbox`). `reset(seed, options={"split": ...})`; an instance is
 (problem, variant): the variant seeds the hidden-test draw, and every variant of a problem
 belongs to the problem's split, so splits are disjoint by problem.
@@ -104,6 +105,9 @@ turn. `success` (in `infos` at the end) = the last program passes ALL golden hid
 `mutants_killed`, `mutants_total`, `suite_passed` (tester).
 
 Version history:
+- v4: a CodeContests problem's tests run under its own memory limit (`memory_limit_bytes`, in MiB rounded
+  up; at least 64 MiB, at most the sandbox's `memory_mb`; v3 gave every program the sandbox's 512 MiB, so
+  a program over a 256 MB problem's limit passed); the reference keeps the sandbox's.
 - v3: a CodeContests problem's tests run under its own time limit (`time_limit`; at least 1 s), unless
   `time_limit_s` is given (v2 ran every problem under 1 CPU second: a correct program of a 2-5 s problem
   that needed more was killed and failed its tests); the reference gets at least as long.
@@ -148,6 +152,7 @@ from ..core.base import Message, Play, TextAECEnv
 from ..core.instances import SPLITS, check_split, split_of
 from ..core.rewards import RewardBreakdown
 from ..core.text import compile_error
+from ..sandbox.limits import MIN_MEMORY_MB
 from . import prompts
 from .mutation import MutationAnalysis, analyse
 from .parse import parse_code, parse_test
@@ -290,7 +295,7 @@ class TestCheck:
 
 
 class raw_env(TextAECEnv):
-    metadata = {"render_modes": ["human", "ansi"], "name": "code_v3", "is_parallelizable": False}
+    metadata = {"render_modes": ["human", "ansi"], "name": "code_v4", "is_parallelizable": False}
     instance_namespace = "code"
 
     def __init__(self, mode: Literal["mas", "coder"] = "mas", max_turns: int | None = None,
@@ -413,7 +418,7 @@ class raw_env(TextAECEnv):
 
     def _limits(self):
         self.golden()  # sets _output_bytes
-        return program_limits(self.sandbox, self.problem_time_limit(), self._output_bytes)
+        return program_limits(self.sandbox, self.problem_time_limit(), self._output_bytes, self.problem_memory_limit())
 
     def problem_time_limit(self) -> float:
         """CPU seconds a program gets per test of this episode's problem (see `time_limit_s`)."""
@@ -421,6 +426,13 @@ class raw_env(TextAECEnv):
             return self.time_limit_s
         # A dataset's limit was set for its judge (C++ first): never below the default a problem without one gets.
         return max(DEFAULT_TIME_LIMIT_S, self.problem.time_limit_s or 0.0)
+
+    def problem_memory_limit(self) -> int:
+        """MiB of address space a program gets per test of this episode's problem: its own limit (CodeContests'
+        `memory_limit_bytes`) but at least MIN_MEMORY_MB, for the interpreter, and the sandbox's `memory_mb` for a
+        problem without one; never more than the sandbox's. The reference keeps the sandbox's."""
+        own = self.problem.memory_limit_mb
+        return min(self.sandbox.limits.memory_mb, max(MIN_MEMORY_MB, own) if own else self.sandbox.limits.memory_mb)
 
     def _reference_time(self) -> float:
         return max(self.problem_time_limit(), 2.0)

@@ -14,7 +14,7 @@ a JSON string may also hold the decoded value (a parquet struct or list):
 | format | statement | tests | reference |
 |---|---|---|---|
 | APPS | `question` | `input_output` (JSON string: `inputs`, `outputs`; `fn_name` = call-based, skipped); a file holding train and test rows (their ids repeat) needs a `split` field in each | first of `solutions` (JSON string list) that compiles (APPS has Python 2 ones) |
-| CodeContests | `description` | `public_tests`, `private_tests`, `generated_tests` (`{input: [...], output: [...]}`); `time_limit` (`{seconds, nanos}`) is the problem's time limit; a problem with an `input_file` or `output_file` (file I/O) is skipped | first Python 3 entry of `solutions` (`{language: [...], solution: [...]}`, language 3) that compiles |
+| CodeContests | `description` | `public_tests`, `private_tests`, `generated_tests` (`{input: [...], output: [...]}`); `time_limit` (`{seconds, nanos}`) and `memory_limit_bytes` are the problem's time and memory limits; a problem with an `input_file` or `output_file` (file I/O) is skipped | first Python 3 entry of `solutions` (`{language: [...], solution: [...]}`, language 3) that compiles |
 | LiveCodeBench | `question_content` | `public_test_cases`, `private_test_cases` (JSON strings of `{input, output, testtype}`; `functional` = call-based, skipped) | none |
 
 LiveCodeBench ships most private tests as base64(zlib(pickle(json string))). Pickle is never
@@ -30,6 +30,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import math
 import pickletools
 import zlib
 from collections.abc import Callable, Iterable, Sequence
@@ -84,6 +85,8 @@ class Problem:
     """True when the statement text already shows the examples (datasets)."""
     time_limit_s: float | None = None
     """The dataset's time limit per test, seconds (CodeContests' `time_limit`); None when it gives none."""
+    memory_limit_mb: int | None = None
+    """The dataset's memory limit, MiB rounded up (CodeContests' `memory_limit_bytes`); None when it gives none."""
 
     def __post_init__(self) -> None:
         if self.split not in SPLITS:
@@ -94,6 +97,8 @@ class Problem:
             raise ValueError(f"problem {self.id!r}: generated inputs need a reference solution to compute outputs")
         if self.time_limit_s is not None and not self.time_limit_s > 0:
             raise ValueError(f"problem {self.id!r}: time_limit_s must be > 0 seconds or None, got {self.time_limit_s!r}")
+        if self.memory_limit_mb is not None and not self.memory_limit_mb > 0:
+            raise ValueError(f"problem {self.id!r}: memory_limit_mb must be > 0 MiB or None, got {self.memory_limit_mb!r}")
 
     # Problems are immutable and may hold functions: forks share them.
     def __deepcopy__(self, memo: dict) -> Problem:
@@ -267,6 +272,15 @@ def _cc_time_limit(value: Any, what: str) -> float | None:
     return seconds if seconds > 0 else None
 
 
+def _cc_memory_limit(value: Any, what: str) -> int | None:
+    """`memory_limit_bytes` in MiB, rounded up; None when absent or zero (some rows give none)."""
+    if value is None:
+        return None
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or value < 0:
+        raise DatasetFormatError(f"{what} must be a number of bytes, got {value!r:.80}")
+    return math.ceil(value / 2**20) or None
+
+
 def problem_from_codecontests(row: dict[str, Any], split: str = "test", max_tests: int = 20) -> Problem | None:
     name = str(row.get("name", ""))
     if "description" not in row:
@@ -290,6 +304,7 @@ def problem_from_codecontests(row: dict[str, Any], split: str = "test", max_test
         difficulty=row.get("difficulty", "unknown"), examples=tuple(public[:2]) or tests[:1], tests=tuple(tests),
         source="codecontests", examples_in_statement=True,
         time_limit_s=_cc_time_limit(row.get("time_limit"), f"CodeContests {name!r}: time_limit"),
+        memory_limit_mb=_cc_memory_limit(row.get("memory_limit_bytes"), f"CodeContests {name!r}: memory_limit_bytes"),
     )
 
 

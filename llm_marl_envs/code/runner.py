@@ -51,17 +51,18 @@ def output_room(cap: int, expected: Iterable[str]) -> int:
     return max(cap, 2 * longest)
 
 
-def program_limits(sandbox: Sandbox, time_limit_s: float, output_bytes: int = 0) -> SandboxLimits:
-    """The sandbox's limits with a per-test time limit (never looser than the sandbox's own).
+def program_limits(sandbox: Sandbox, time_limit_s: float, output_bytes: int = 0,
+                   memory_mb: int | None = None) -> SandboxLimits:
+    """The sandbox's limits with a per-test time limit and memory limit (never looser than the sandbox's own).
 
     The limit is on CPU time (the sandbox rounds it up to whole seconds); the wall clock gets
     2 * time_limit_s + 1 s, so a busy machine does not fail a correct program while a sleeping
-    one is still stopped. The output cap is the sandbox's, or `output_bytes` (`output_room`) when
-    that is more.
+    one is still stopped. `memory_mb` is the address space (the sandbox's when None). The output
+    cap is the sandbox's, or `output_bytes` (`output_room`) when that is more.
     """
     base = sandbox.limits
     return replace(base, wall_time_s=min(base.wall_time_s, 2 * time_limit_s + 1.0), cpu_time_s=min(base.cpu_time_s, time_limit_s),
-                   output_bytes=max(base.output_bytes, output_bytes))
+                   memory_mb=min(base.memory_mb, memory_mb or base.memory_mb), output_bytes=max(base.output_bytes, output_bytes))
 
 
 class RunCache:

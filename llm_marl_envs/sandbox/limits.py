@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 STATUSES = ("ok", "error", "timeout", "memory", "output_limit", "blocked", "crash")
+MIN_MEMORY_MB = 64
+"""The least address-space limit, MiB: the interpreter alone maps about 20-40 MiB."""
 
 
 @dataclass(frozen=True)
@@ -25,8 +27,8 @@ class SandboxLimits:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
                 raise ValueError(f"SandboxLimits.{name} must be a positive number, got {value!r}")
-        if self.memory_mb < 64:
-            raise ValueError(f"SandboxLimits.memory_mb must be >= 64 (the interpreter alone maps about "
+        if self.memory_mb < MIN_MEMORY_MB:
+            raise ValueError(f"SandboxLimits.memory_mb must be >= {MIN_MEMORY_MB} (the interpreter alone maps about "
                              f"40 MiB), got {self.memory_mb}")
 
 

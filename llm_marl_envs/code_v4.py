@@ -1,4 +1,4 @@
-"""Code v3 (coder + tester). See `llm_marl_envs.code.env` for the full documentation."""
+"""Code v4 (coder + tester). See `llm_marl_envs.code.env` for the full documentation."""
 
 from .code.env import __doc__ as _doc
 from .code.env import raw_env
