@@ -22,8 +22,8 @@ from llm_marl_envs.code import bank
 from llm_marl_envs.code.env import CodeInstance, instance_for, mutation_analysis
 from llm_marl_envs.code.mutation import generate_mutants
 from llm_marl_envs.code.parse import format_test, parse_code, parse_test
-from llm_marl_envs.code.problems import (DatasetFormatError, LoadReport, Problem, TestCase, decode_lcb_tests,
-                                         load_problems)
+from llm_marl_envs.code.problems import (DatasetFormatError, LoadReport, Problem, TestCase, accepts_any_answer,
+                                         decode_lcb_tests, load_problems)
 from llm_marl_envs.code.runner import RunCache, outputs_match, run_program
 from llm_marl_envs.sandbox import Sandbox, SandboxLimits
 
@@ -370,10 +370,79 @@ def test_parsers_never_raise(text):
 
 @pytest.mark.parametrize(
     "actual,expected,same",
-    [("3\n", "3", True), ("1  2\n3", "1 2 3\n", True), ("  YES \n\n", "YES", True), ("3.0", "3", False), ("", "0", False)],
+    [("3\n", "3", True), ("1  2\n3", "1 2 3\n", True), ("  YES \n\n", "YES", True), ("3.0", "3", False), ("", "0", False),
+     # a real-number answer (a decimal point or an exponent) within 1e-6, absolute or relative; an integer one stays exact
+     ("0.5", "0.500000", True), ("3", "3.000", True), ("0.33333333", "0.333333", True), ("0.3333", "0.333333", False),
+     ("1000000.5", "1000000.0", True), ("1000002", "1000000.0", False), ("1e-7", "0.0", True), ("2 0.5000004", "2 0.5", True),
+     ("3 0.5", "2 0.5", False), ("0.5", "0.5 0.5", False), ("nan", "0.5", False), ("inf", "1e400", False), ("1_0.5", "10.5", False),
+     ("0.5", "YES", False)],
 )
 def test_outputs_match_on_tokens(actual, expected, same):
     assert outputs_match(actual, expected) == same
+
+
+@pytest.mark.parametrize("statement,any_answer", [
+    ("If there are multiple answers, print any of them.", True),
+    ("If there are several possible solutions, you may output any.", True),
+    ("If multiple solutions exist, any of them will be accepted.", True),
+    ("If there is more than one answer, print any of them.", True),
+    ("Print any such permutation.", True),
+    ("If there are multiple ways, print any.", True),
+    ("Otherwise, print any valid answer.", True),
+    ("Do not print any spaces at the end of a line.", False),
+    ("If any of them is zero, print -1.", False),
+    ("If there are many answers, print the lexicographically smallest one.", False),
+    ("Find how many ways there are to pick any two of them.", False),
+    ("Your answer is considered correct if its absolute or relative error does not exceed 10^{-6}.", False),
+    ("You can output the answer in any case.", False),
+])
+def test_a_statement_that_accepts_any_answer_is_told(statement, any_answer):
+    assert accepts_any_answer(f"Given n, construct an array.\n\n{statement}\n\nInput\n\nOne integer n.") == any_answer
+
+
+def test_a_problem_that_accepts_any_of_several_answers_is_skipped(tmp_path):
+    """Its judge is a checker the datasets do not ship: a correct program printing another valid answer than
+    the one expected output scored 0."""
+    rows = [{"name": "pair", "description": "Print two distinct integers in [1, n]. If there are multiple answers, print any of them.",
+             "public_tests": {"input": ["3\n"], "output": ["1 2\n"]}},
+            {"name": "sum", "description": "Print 2n.", "public_tests": {"input": ["3\n"], "output": ["6\n"]}}]
+    (tmp_path / "cc.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    report = LoadReport()
+    assert [p.id for p in load_problems(tmp_path / "cc.jsonl", report=report)] == ["sum"]
+    assert report.skipped == {"codecontests": 1} and report.any_answer == 1
+    apps = {"problem_id": 7, "question": "Print any such permutation of 1..n.", "input_output": json.dumps({"inputs": ["2\n"], "outputs": ["1 2\n"]})}
+    (tmp_path / "apps.jsonl").write_text(json.dumps(apps) + "\n")
+    with pytest.raises(DatasetFormatError, match="1 of them accept any of several answers"):
+        load_problems(tmp_path / "apps.jsonl")
+
+
+def test_a_correct_program_passes_a_test_whose_real_answer_it_prints_otherwise(sandbox, tmp_path):
+    """Real-number answers were compared token by token: a correct program printing 0.3333333333333333 for the
+    expected 0.333333 (CodeContests' outputs, printed by a C++ solution) failed every test, and a reference that
+    prints more digits than the dataset "did not reproduce the dataset's tests": the tester's mask was 0."""
+    solution = "n = int(input())\nprint(1 / n)\n"
+    tests = {"3\n": "0.333333\n", "7\n": "0.142857\n", "1\n": "1.000000\n", "2\n": "0.500000\n"}
+    row = {"name": "inverse", "description": "Print 1/n. Your answer is correct if its absolute or relative error is at most 10^{-6}.",
+           "public_tests": {"input": ["3\n"], "output": ["0.333333\n"]},
+           "private_tests": {"input": list(tests), "output": list(tests.values())},
+           "solutions": {"language": [3], "solution": [solution]}}
+    (tmp_path / "cc.jsonl").write_text(json.dumps(row) + "\n")
+    env = code_v4.raw_env(problems=str(tmp_path / "cc.jsonl"), sandbox=sandbox)
+    env.reset(seed=0, options={"split": "test"})
+    env.step(f"```python\n{solution}```")
+    assert env.infos["coder"]["golden_passed"] == 4 and env.infos["coder"]["team_reward"] == 1.0
+    env.step(format_test(TestCase("4\n", "0.25\n")))
+    assert env.infos["tester"]["test_valid"] and env.infos["tester"]["mutants_total"] > 0  # the analysis ran: mask 1
+
+
+def test_a_mutant_within_the_real_tolerance_of_the_reference_is_equivalent(sandbox):
+    """The mutation harness compared a mutant's output with the reference's token by token: a mutant that a
+    program's judge accepts (its real answer off by 1e-12) counted as killed, not equivalent."""
+    reference = "n = int(input())\nprint(n / 3 + 0 * 1e-12)\n"  # constant 0 -> 1 or -1: off by 1e-12
+    problem = Problem(id="third", statement="Print n/3.", reference=reference, split="test", source="unit",
+                      tests=tuple(TestCase(f"{n}\n", f"{n / 3:.6f}\n") for n in (1, 2, 5)))
+    analysis = mutation_analysis(problem, sandbox, 0.5)
+    assert analysis.available and {m.description for m in analysis.mutants} == {"/ -> *", "3 -> 4", "3 -> 2"}  # not 0 -> +-1
 
 
 def test_run_cache_reuses_identical_runs(sandbox):

@@ -67,7 +67,8 @@ Rewards (A.1.2), per agent at turn k: r = λ·r_team + (1-λ)·m·r_loc, r_loc =
 | valid | tester | this turn's test is executable, deterministic and consistent with the reference | 0.20 |
 | cov | tester | min(1, MutScore_k / τ_mut), τ_mut = 0.6 | 0.80 |
 
-G_{k-1} = the golden tests code_{k-1} passed. A program may print twice the longest expected output
+G_{k-1} = the golden tests code_{k-1} passed. A test passes when the program exits normally and prints the
+expected output's tokens, real numbers within 1e-6 (`code.runner.outputs_match`). A program may print twice the longest expected output
 of the golden tests, or the sandbox's output cap when that is more. MutScore_k = the fraction of the reference
 solution's non-equivalent mutants (`code.mutation`) that the valid tests of the tester's suite
 kill (a mutant is killed when it crashes, prints another output, or runs over 10x the reference's
@@ -108,6 +109,13 @@ Version history:
 - v4: a CodeContests problem's tests run under its own memory limit (`memory_limit_bytes`, in MiB rounded
   up; at least 64 MiB, at most the sandbox's `memory_mb`; v3 gave every program the sandbox's 512 MiB, so
   a program over a 256 MB problem's limit passed); the reference keeps the sandbox's.
+  An expected output's real numbers (a decimal point or an exponent) take any number within 1e-6, absolute or
+  relative, as Codeforces' checkers do, in a program's tests, the tester's validity check and the mutation
+  analysis (v3 compared tokens: a correct program printing 0.3333333333333333 for 0.333333 failed, and a
+  reference printing more digits than the dataset left the tester's mask at 0). A dataset problem whose
+  statement accepts any of several answers ("If there are multiple answers, print any of them") is skipped
+  and counted (`LoadReport.any_answer`): no dataset ships its checker, and v3 failed a correct program that
+  printed another valid answer.
 - v3: a CodeContests problem's tests run under its own time limit (`time_limit`; at least 1 s), unless
   `time_limit_s` is given (v2 ran every problem under 1 CPU second: a correct program of a 2-5 s problem
   that needed more was killed and failed its tests); the reference gets at least as long.

@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from ..sandbox import Sandbox, SandboxLimits
-from .runner import batch_job, output_room, run_batch
+from .runner import batch_job, output_room, outputs_match, run_batch
 
 OPERATORS = ("comparison", "boundary", "arithmetic", "constant", "boolean", "return")
 MAX_MUTANTS = 60
@@ -309,7 +309,7 @@ def analyse(sandbox: Sandbox, reference: str, pool: list[tuple[str, str | None]]
         if status != "ok":
             return MutationAnalysis([], len(candidates), False, f"the reference solution failed ({status}) on a pool input",
                                     **times)
-        if expected is not None and out.split() != expected.split():
+        if expected is not None and not outputs_match(out, expected):
             return MutationAnalysis([], len(candidates), False, "the reference solution does not reproduce the dataset's tests",
                                     **times)
     kept = [m for m, row in zip(candidates, rows) if any(v == 1 for v in row)]

@@ -23,6 +23,11 @@ accepted only if it holds a single string; anything else raises `DatasetFormatEr
 
 Every format keeps a problem's first `max_tests` (20) tests with distinct inputs: they all run at
 each coder step, and some rows hold hundreds.
+
+A dataset gives one expected output per test, not its judge's checker: outputs are compared token by
+token, real numbers within 1e-6 (`runner.outputs_match`), and a problem whose statement accepts any of
+several answers ("If there are multiple answers, print any of them") is skipped (`accepts_any_answer`),
+as no comparison with one output can judge it.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ import hashlib
 import json
 import math
 import pickletools
+import re
 import zlib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -56,7 +62,7 @@ class DatasetFormatError(ValueError):
 
 @dataclass(frozen=True)
 class TestCase:
-    """One stdin/stdout test: the program reads `input` and must print `output` (token compare)."""
+    """One stdin/stdout test: the program reads `input` and must print `output` (token compare, `runner.outputs_match`)."""
 
     __test__ = False  # not a pytest class
     input: str
@@ -408,6 +414,28 @@ def problem_from_livecodebench(row: dict[str, Any], split: str = "test", max_tes
 class LoadReport:
     loaded: int = 0
     skipped: dict[str, int] = field(default_factory=dict)
+    """Rows skipped, per format."""
+    any_answer: int = 0
+    """Of the skipped, problems whose statement accepts any of several answers (`accepts_any_answer`)."""
+
+
+_ANY_ANSWER = re.compile(
+    # "If there are multiple answers, print any of them", "If several solutions exist, any of them will be accepted"
+    r"\b(?:multiple|several|many|more\s+than\s+one)\s+(?:\w+\s+){0,2}?(?:answers?|solutions?)\b[^.!?]{0,80}?\bany\b"
+    # "print any such permutation", "output any of them", "print any."
+    r"|\b(?:print|output|write|find|choose|give|display)\s+any\s*(?:one\s+|[.,;)]|$|(?:of\s+them|such|valid|correct|possible|suitable|optimal)\b)"
+    # "any of them is accepted", "any correct answer will be considered correct"
+    r"|\bany\s+(?:of\s+them|one|valid|correct|possible|suitable|optimal)\s+(?:\w+\s+){0,2}?(?:(?:will\s+be|is|are)\s+)?"
+    r"(?:accepted|considered\s+correct|allowed)\b"
+    r"|\bany\s+(?:valid|correct|suitable|acceptable)\s+(?:answer|solution|output)\b",
+    re.IGNORECASE)
+
+
+def accepts_any_answer(statement: str) -> bool:
+    """Whether the statement accepts any of several valid answers ("If there are multiple answers, print any of
+    them"). Such a problem's judge is a checker that no dataset ships (CodeContests, APPS and LiveCodeBench give
+    one expected output per test), so comparing with that output fails correct programs: the loader skips it."""
+    return _ANY_ANSWER.search(statement) is not None
 
 
 def load_problems(path: str | Path, format: Format = "auto", split: str = "test", max_tests: int = 20,
@@ -418,7 +446,8 @@ def load_problems(path: str | Path, format: Format = "auto", split: str = "test"
     `split`: the split every problem of the file belongs to ("train" | "val" | "test"), or "hash"
     to spread them by the hash of their id (60/20/20). A problem keeps its first `max_tests` tests with
     distinct inputs (in the row's order: CodeContests' and LiveCodeBench's public tests first).
-    Call-based problems and problems without tests are skipped and counted in `report.skipped`. A
+    Call-based problems, problems without tests and problems that accept any of several answers
+    (`accepts_any_answer`: no checker ships) are skipped and counted in `report.skipped`. A
     problem that appears twice is an error, except APPS ids repeated by a file holding APPS's train
     and test problems, which each row's `split` field then tells apart (ids `train/0`, `test/0`).
     """
@@ -451,11 +480,20 @@ def load_problems(path: str | Path, format: Format = "auto", split: str = "test"
             raise DatasetFormatError(f"{again.first} and {again.where} are both APPS problem {again.id!r} (split/id): "
                                      "each problem must appear once in a file; drop the repeated row") from None
     report = report if report is not None else LoadReport()
+    kept = []
+    for problem in problems:
+        if accepts_any_answer(problem.statement):
+            skipped[problem.source] = skipped.get(problem.source, 0) + 1
+            report.any_answer += 1
+        else:
+            kept.append(problem)
+    problems = kept
     for fmt, count in skipped.items():
         report.skipped[fmt] = report.skipped.get(fmt, 0) + count
     report.loaded = len(problems)
     if not problems:
-        raise DatasetFormatError(f"{path}: no stdin/stdout problem with tests found ({report.skipped} skipped)")
+        raise DatasetFormatError(f"{path}: no stdin/stdout problem with tests found ({report.skipped} skipped; "
+                                 f"{report.any_answer} of them accept any of several answers, which needs a checker)")
     return problems
 
 

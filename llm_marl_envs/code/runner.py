@@ -11,13 +11,17 @@ Two ways to run, for two kinds of program:
   file); if it dies, the caller falls back to smaller batches.
 
 A test passes when the program exits normally and its output equals the expected output token by
-token (whitespace-normalised: `output.split() == expected.split()`).
+token (whitespace-normalised: `output.split() == expected.split()`), where a token of the expected
+output written as a real number (`0.5`, `1e-3`) takes any number within 1e-6 of it, absolute or
+relative, as Codeforces' checkers for real answers do (`outputs_match`).
 """
 
 from __future__ import annotations
 
 import hashlib
+import inspect
 import json
+import re
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable
@@ -30,13 +34,25 @@ from ..sandbox import ExecResult, Sandbox, SandboxLimits
 MARK = "@@llm_marl_harness@@"
 
 
-def tokens(text: str) -> list[str]:
-    return text.split()
+REAL_TOLERANCE = 1e-6
+"""The absolute or relative error a real-number answer may have (testlib's doubleCompare with Codeforces' usual 1e-6)."""
+_REAL = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
 
 
 def outputs_match(actual: str, expected: str) -> bool:
-    """Whitespace-normalised token comparison."""
-    return tokens(actual) == tokens(expected)
+    """Whitespace-normalised token comparison, real numbers within REAL_TOLERANCE (see `_reals_close`)."""
+    got, want = actual.split(), expected.split()
+    return got == want or (len(got) == len(want) and all(a == b or _reals_close(a, b) for a, b in zip(got, want)))
+
+
+def _reals_close(actual: str, expected: str) -> bool:
+    """Whether `expected` is a real number (a decimal point or an exponent: an integer answer stays exact) and
+    `actual` a number within REAL_TOLERANCE of it, absolute or relative: a dataset's real answers are judged by
+    a checker, and a correct program may print 0.5 for 0.500000 or differ in the last digits."""
+    if not ("." in expected or "e" in expected or "E" in expected) or not (_REAL.fullmatch(expected) and _REAL.fullmatch(actual)):
+        return False
+    want = float(expected)
+    return abs(float(actual) - want) <= REAL_TOLERANCE * max(1.0, abs(want))
 
 
 def passes(result: ExecResult, expected: str) -> bool:
@@ -148,7 +164,11 @@ def run_program(sandbox: Sandbox, code: str, inputs: list[str], limits: SandboxL
 # ---------------------------------------------------------------------------------------------
 # the trusted batch harness
 
-HARNESS = r'''
+# The harness judges a mutant's output against the reference's with the same comparison as a program's.
+_JUDGE = (f"import re\nREAL_TOLERANCE = {REAL_TOLERANCE!r}\n_REAL = re.compile({_REAL.pattern!r})\n"
+          + inspect.getsource(outputs_match) + inspect.getsource(_reals_close))
+
+HARNESS = _JUDGE + r'''
 import gc, io, json, signal, sys, time
 
 MARK = "@@llm_marl_harness@@"
@@ -247,7 +267,7 @@ for code in programs[1:]:
         else:
             timeout = min(job["max_timeout"], max(job["min_timeout"], job["timeout_factor"] * ref_time))
             status, text, _ = run(code, data, timeout, cap)
-            row.append(int(status != "ok" or text.split() != ref_out.split()))
+            row.append(int(status != "ok" or not outputs_match(text, ref_out)))
         if row[-1] and job["stop_at_first_kill"]:
             break
     killed.append(row)
