@@ -454,6 +454,65 @@ def test_run_cache_reuses_identical_runs(sandbox):
     assert again[0].stdout == "6\n" and cache.hits == 1
 
 
+def test_the_run_cache_holds_a_bounded_amount_of_output():
+    """The cache kept its 4096 most recent results whatever their size, and a program may print twice a
+    dataset's longest expected output (megabytes): up to gigabytes of held output. It now keeps at most
+    max_bytes (64 MiB by default), least recently used out first; a result larger than that is not kept."""
+    from llm_marl_envs.sandbox import ExecResult
+
+    mib = 2**20
+    big = lambda tag: ExecResult(tag * mib, "", 0, "ok")  # noqa: E731
+    limits = SandboxLimits()
+    keys = [RunCache.key("print(...)", str(i), limits) for i in range(100)]
+    cache = RunCache()
+    for key in keys:
+        cache.put(key, big("x"))
+    held = [key for key in keys if key in cache]
+    assert len(held) < 64 and held == keys[-len(held):] and cache.nbytes <= 64 * mib  # the most recent, 64 MiB at most
+    cache = RunCache(max_bytes=3 * mib + 2000)
+    for key in keys[:3]:
+        cache.put(key, big("a"))
+    assert cache.get(keys[0]).stdout[0] == "a"  # used: now the most recent
+    cache.put(keys[3], big("b"))
+    assert [key in cache for key in keys[:4]] == [True, False, True, True]
+    cache.put(keys[4], ExecResult("x" * 4 * mib, "", 0, "ok"))  # larger than the cache: not kept
+    assert keys[4] not in cache and [key in cache for key in keys[:4]] == [True, False, True, True]
+    cache.put(keys[0], ExecResult("small", "", 0, "ok"))  # a result replaced is counted once
+    assert cache.nbytes == sum(RunCache._size(cache._data[k]) for k in cache._data)
+    assert pickle.loads(pickle.dumps(cache)).max_bytes == cache.max_bytes
+
+
+def test_rewards_do_not_depend_on_what_the_run_cache_keeps(sandbox, tmp_path):
+    """Bounding the cache changes which runs are made again, not what a run scores."""
+    solution = "n = int(input())\nprint('\\n'.join(map(str, range(n))))\n"
+    tests = {f"{n}\n": "\n".join(map(str, range(n))) + "\n" for n in (3, 9000, 12000)}
+    row = {"name": "count", "description": "Print 0, 1, ..., n-1, one per line.",
+           "public_tests": {"input": ["3\n"], "output": [tests["3\n"]]},
+           "private_tests": {"input": list(tests), "output": list(tests.values())},
+           "solutions": {"language": [3], "solution": [solution]}}
+    (tmp_path / "cc.jsonl").write_text(json.dumps(row) + "\n")
+    replies = [f"```python\n{solution}```", format_test(TestCase("9000\n", tests["9000\n"])),
+               "```python\nprint(0)\n```", format_test(TestCase("3\n", tests["3\n"])),
+               f"```python\n{solution}```", format_test(TestCase("12000\n", tests["12000\n"]))]
+
+    def play(cache):
+        env = code_v4.raw_env(problems=str(tmp_path / "cc.jsonl"), sandbox=sandbox)
+        env._cache = cache
+        env.reset(seed=0, options={"split": "test"})
+        played = []
+        for reply in replies:
+            if env.agent_selection not in env.agents:
+                break
+            agent = env.agent_selection
+            env.step(reply)
+            played.append((agent, env.rewards[agent], {k: v for k, v in env.infos[agent].items()}))
+        return played
+
+    tiny, roomy = RunCache(max_bytes=50_000), RunCache()  # tiny holds one long output at most
+    assert play(tiny) == play(roomy) and tiny.nbytes <= 50_000
+    assert tiny.misses > roomy.misses  # it ran the program again where the other took its cached result
+
+
 MUTATION_CASES = [
     ("print(a < b)", "comparison", ["print(a >= b)"]),
     ("print(a < b)", "boundary", ["print(a <= b)"]),

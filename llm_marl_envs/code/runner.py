@@ -22,6 +22,7 @@ import hashlib
 import inspect
 import json
 import re
+import sys
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable
@@ -82,14 +83,19 @@ def program_limits(sandbox: Sandbox, time_limit_s: float, output_bytes: int = 0,
 
 
 class RunCache:
-    """LRU cache of untrusted runs keyed by (program, stdin, limits).
+    """LRU cache of untrusted runs keyed by (program, stdin, limits), at most `max_entries` results holding at
+    most `max_bytes` of output in all (a program may print megabytes: `output_room`); a result larger than that
+    is not kept. A result evicted is only saved work: the run is made again.
 
     Shared by forks (it is a tool runtime): K tree-sampling branches that write the same program,
     or a coder that keeps its program across turns, do not pay twice.
     """
 
-    def __init__(self, max_entries: int = 4096):
+    def __init__(self, max_entries: int = 4096, max_bytes: int = 64 * 2**20):
         self.max_entries = int(max_entries)
+        self.max_bytes = int(max_bytes)
+        self.nbytes = 0
+        """The output held, bytes (of the stdout and stderr strings)."""
         self._data: OrderedDict[tuple[str, str, tuple], ExecResult] = OrderedDict()
         self._lock = threading.Lock()  # the env checks a test and runs the suite concurrently
         self.hits = 0
@@ -100,7 +106,11 @@ class RunCache:
 
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
         # A pickled environment starts with an empty cache (its lock cannot be pickled; results are only saved work).
-        return RunCache, (self.max_entries,)
+        return RunCache, (self.max_entries, self.max_bytes)
+
+    @staticmethod
+    def _size(result: ExecResult) -> int:
+        return sys.getsizeof(result.stdout) + sys.getsizeof(result.stderr)
 
     @staticmethod
     def key(code: str, stdin: str, limits: SandboxLimits) -> tuple[str, str, tuple]:
@@ -121,11 +131,17 @@ class RunCache:
             return result
 
     def put(self, key: tuple, result: ExecResult) -> None:
+        size = self._size(result)
         with self._lock:
+            old = self._data.pop(key, None)
+            if old is not None:
+                self.nbytes -= self._size(old)
+            if size > self.max_bytes:
+                return
             self._data[key] = result
-            self._data.move_to_end(key)
-            while len(self._data) > self.max_entries:
-                self._data.popitem(last=False)
+            self.nbytes += size
+            while len(self._data) > self.max_entries or self.nbytes > self.max_bytes:
+                self.nbytes -= self._size(self._data.popitem(last=False)[1])
 
 
 def program_jobs(code: str, inputs: list[str], limits: SandboxLimits, cache: RunCache | None = None) -> list[tuple[str, str]]:
