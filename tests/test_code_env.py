@@ -23,7 +23,7 @@ from llm_marl_envs.code.env import CodeInstance, instance_for, mutation_analysis
 from llm_marl_envs.code.mutation import generate_mutants
 from llm_marl_envs.code.parse import format_test, parse_code, parse_test
 from llm_marl_envs.code.problems import (DatasetFormatError, LoadReport, Problem, TestCase, accepts_any_answer,
-                                         decode_lcb_tests, load_problems)
+                                         decode_lcb_tests, load_problems, statement_accepts_any_case)
 from llm_marl_envs.code.runner import RunCache, outputs_match, run_program
 from llm_marl_envs.sandbox import Sandbox, SandboxLimits
 
@@ -414,6 +414,40 @@ def test_a_problem_that_accepts_any_of_several_answers_is_skipped(tmp_path):
     (tmp_path / "apps.jsonl").write_text(json.dumps(apps) + "\n")
     with pytest.raises(DatasetFormatError, match="1 of them accept any of several answers"):
         load_problems(tmp_path / "apps.jsonl")
+
+
+@pytest.mark.parametrize("statement,any_case", [
+    ("You can output the answer in any case (upper or lower).", True),
+    ('You may print every letter in any case you want (so "yEs", "yes", "Yes" and "YES" are all recognized).', True),
+    ('You can print each letter of "YES" and "NO" in any case.', True),
+    ("The checker is case-insensitive.", True),
+    ("In any case, the answer fits in a 64-bit integer.", False),
+    ('Print "Yes" or "No".', False),
+])
+def test_a_statement_that_accepts_any_case_is_told(statement, any_case):
+    assert statement_accepts_any_case(f"Is n even?\n\nOutput\n\n{statement}") == any_case
+
+
+def test_an_answer_in_any_case_passes_where_the_statement_accepts_it(sandbox, tmp_path):
+    """Codeforces' "You can output the answer in any case": a correct program printing "yes" for the expected
+    "YES" failed every test, and a reference printing "Yes" (as CodeContests' Python solutions often do) did not
+    reproduce the dataset's tests: the tester's mask was 0. Without the sentence the case still counts."""
+    reference = "print('Yes' if int(input()) % 2 == 0 else 'No')\n"
+    tests = {f"{n}\n": ("YES" if n % 2 == 0 else "NO") + "\n" for n in (1, 2, 7, 10)}
+    row = {"name": "even", "description": "Print YES if n is even, otherwise NO. You can output the answer in any case.",
+           "public_tests": {"input": ["2\n"], "output": ["YES\n"]},
+           "private_tests": {"input": list(tests), "output": list(tests.values())},
+           "solutions": {"language": [3], "solution": [reference]}}
+    strict = {**row, "name": "strict", "description": "Print YES if n is even, otherwise NO."}
+    (tmp_path / "cc.jsonl").write_text(json.dumps(row) + "\n" + json.dumps(strict) + "\n")
+    lower = "print('yes' if int(input()) % 2 == 0 else 'no')\n"
+    for problem in load_problems(tmp_path / "cc.jsonl"):
+        env = code_v4.raw_env(problems=[problem], sandbox=sandbox)
+        env.reset(seed=0, options={"instance": CodeInstance(problem, 0)})
+        env.step(f"```python\n{lower}```")
+        env.step(format_test(TestCase("4\n", "yes\n")))
+        passed, valid, mask = env.infos["coder"]["golden_passed"], env.infos["tester"]["test_valid"], env.infos["tester"]["mask"]
+        assert (problem.any_case, passed, valid, mask) == ((True, 4, True, 1.0) if problem.id == "even" else (False, 0, False, 0.0))
 
 
 def test_a_correct_program_passes_a_test_whose_real_answer_it_prints_otherwise(sandbox, tmp_path):

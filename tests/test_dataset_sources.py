@@ -176,7 +176,7 @@ def test_an_aime_table_with_absent_columns(tmp_path):
 @pytest.mark.parametrize("fixture", ["code_apps.jsonl", "code_codecontests.json", "code_livecodebench.jsonl"])
 def test_code_loaders_read_every_source_alike(tmp_path, fixture):
     def summary(problems):
-        return [(p.id, p.statement, p.reference, p.tests, p.examples, p.source, p.time_limit_s, p.memory_limit_mb) for p in problems]
+        return [(p.id, p.statement, p.reference, p.tests, p.examples, p.source, p.time_limit_s, p.memory_limit_mb, p.any_case) for p in problems]
 
     expected = summary(load_problems(FIXTURES / fixture))
     records = json_rows(FIXTURES / fixture)

@@ -68,7 +68,8 @@ Rewards (A.1.2), per agent at turn k: r = λ·r_team + (1-λ)·m·r_loc, r_loc =
 | cov | tester | min(1, MutScore_k / τ_mut), τ_mut = 0.6 | 0.80 |
 
 G_{k-1} = the golden tests code_{k-1} passed. A test passes when the program exits normally and prints the
-expected output's tokens, real numbers within 1e-6 (`code.runner.outputs_match`). A program may print twice the longest expected output
+expected output's tokens, real numbers within 1e-6 and letters in either case where the statement accepts
+that (`code.runner.outputs_match`). A program may print twice the longest expected output
 of the golden tests, or the sandbox's output cap when that is more. MutScore_k = the fraction of the reference
 solution's non-equivalent mutants (`code.mutation`) that the valid tests of the tester's suite
 kill (a mutant is killed when it crashes, prints another output, or runs over 10x the reference's
@@ -116,6 +117,9 @@ Version history:
   statement accepts any of several answers ("If there are multiple answers, print any of them") is skipped
   and counted (`LoadReport.any_answer`): no dataset ships its checker, and v3 failed a correct program that
   printed another valid answer.
+  Where the statement accepts the answer in any case ("You can output YES and NO in any case"), letters
+  compare case-insensitively (`Problem.any_case`; v3 failed a correct program printing "yes" for "YES", and a
+  reference printing "Yes" left the tester's mask at 0).
 - v3: a CodeContests problem's tests run under its own time limit (`time_limit`; at least 1 s), unless
   `time_limit_s` is given (v2 ran every problem under 1 CPU second: a correct program of a 2-5 s problem
   that needed more was killed and failed its tests); the reference gets at least as long.
@@ -280,7 +284,8 @@ def mutation_analysis(problem: Problem, sandbox: Any, time_limit_s: float) -> Mu
     with _CACHE_LOCK:
         found = _ANALYSES.get(key)
     if found is None:
-        found = analyse(sandbox, problem.reference, mutation_pool(problem), reference_time, mutant_time_s=mutant_time)
+        found = analyse(sandbox, problem.reference, mutation_pool(problem), reference_time, mutant_time_s=mutant_time,
+                        any_case=problem.any_case)
         with _CACHE_LOCK:
             found = _ANALYSES.setdefault(key, found)
     return found
@@ -505,7 +510,7 @@ class raw_env(TextAECEnv):
         if build:
             smoke = self._smoke_inputs(golden)
             results = run_program(self.sandbox, code, [t.input for t in golden] + smoke, self._limits(), self._cache)
-            golden_pass = [passes(r, t.output) for r, t in zip(results, golden)]
+            golden_pass = [passes(r, t.output, self.problem.any_case) for r, t in zip(results, golden)]
             failed = [r for r in results[len(golden):] if not r.ok]
             run_ok = float(not failed)
             status = "ok" if run_ok else "smoke_failed"
@@ -549,7 +554,7 @@ class raw_env(TextAECEnv):
                 check = TestCheck(False, f"the reference solution fails on this input ({first.status})", killed)
             elif second is not None and (second[0] != "ok" or not outputs_match(first.stdout, second[1])):
                 check = TestCheck(False, "the reference solution's output on this input is not reproducible", killed)
-            elif not outputs_match(first.stdout, test.output):
+            elif not outputs_match(first.stdout, test.output, self.problem.any_case):
                 check = TestCheck(False, "the expected output disagrees with the reference solution", killed)
             else:
                 check = TestCheck(True, "valid", second[2] if second is not None else killed)
@@ -597,6 +602,7 @@ class raw_env(TextAECEnv):
             reason = "not run: no program" if self.code is None else "not run: the program does not compile"
             return [TestRun(t, reason, "", False) for t in self.suite]
         results = run_program(self.sandbox, self.code, [t.input for t in self.suite], self._limits(), self._cache)
-        return [TestRun(t, r.status, r.stdout if r.ok else r.stdout + r.stderr[-600:], passes(r, t.output))
+        return [TestRun(t, r.status, r.stdout if r.ok else r.stdout + r.stderr[-600:],
+                        passes(r, t.output, self.problem.any_case))
                 for t, r in zip(self.suite, results)]
 

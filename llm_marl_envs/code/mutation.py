@@ -289,12 +289,13 @@ def _kill_matrix(sandbox: Sandbox, reference: str, mutants: list[str], inputs: l
 
 
 def analyse(sandbox: Sandbox, reference: str, pool: list[tuple[str, str | None]], time_limit_s: float,
-            max_mutants: int = MAX_MUTANTS, mutant_time_s: float = 1.0) -> MutationAnalysis:
+            max_mutants: int = MAX_MUTANTS, mutant_time_s: float = 1.0, any_case: bool = False) -> MutationAnalysis:
     """Generate mutants and keep those that some pool input kills.
 
     `pool`: (input, expected output or None). With expected outputs (dataset tests), the reference
     must reproduce them, else the analysis is marked unavailable. `time_limit_s`: the reference's CPU
-    seconds per run; `mutant_time_s`: a mutant's most (`MutationAnalysis.mutant_time_s`).
+    seconds per run; `mutant_time_s`: a mutant's most (`MutationAnalysis.mutant_time_s`); `any_case`: the expected
+    outputs' letters may be matched in either case (`runner.outputs_match`).
     """
     times = {"reference_time_s": time_limit_s, "mutant_time_s": mutant_time_s}
     candidates = generate_mutants(reference, max_mutants)
@@ -309,7 +310,7 @@ def analyse(sandbox: Sandbox, reference: str, pool: list[tuple[str, str | None]]
         if status != "ok":
             return MutationAnalysis([], len(candidates), False, f"the reference solution failed ({status}) on a pool input",
                                     **times)
-        if expected is not None and not outputs_match(out, expected):
+        if expected is not None and not outputs_match(out, expected, any_case):
             return MutationAnalysis([], len(candidates), False, "the reference solution does not reproduce the dataset's tests",
                                     **times)
     kept = [m for m, row in zip(candidates, rows) if any(v == 1 for v in row)]

@@ -27,7 +27,8 @@ each coder step, and some rows hold hundreds.
 A dataset gives one expected output per test, not its judge's checker: outputs are compared token by
 token, real numbers within 1e-6 (`runner.outputs_match`), and a problem whose statement accepts any of
 several answers ("If there are multiple answers, print any of them") is skipped (`accepts_any_answer`),
-as no comparison with one output can judge it.
+as no comparison with one output can judge it. Where the statement accepts the answer in any case
+("YES", "yes"), letters compare case-insensitively (`Problem.any_case`).
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ import pickletools
 import re
 import zlib
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -93,6 +94,9 @@ class Problem:
     """The dataset's time limit per test, seconds (CodeContests' `time_limit`); None when it gives none."""
     memory_limit_mb: int | None = None
     """The dataset's memory limit, MiB rounded up (CodeContests' `memory_limit_bytes`); None when it gives none."""
+    any_case: bool = False
+    """The statement accepts the answer's letters in any case ("YES", "yes"): outputs compare case-insensitively
+    (`statement_accepts_any_case`)."""
 
     def __post_init__(self) -> None:
         if self.split not in SPLITS:
@@ -419,16 +423,20 @@ class LoadReport:
     """Of the skipped, problems whose statement accepts any of several answers (`accepts_any_answer`)."""
 
 
-_ANY_ANSWER = re.compile(
+def _in_a_line(pattern: str) -> re.Pattern:
+    """`pattern` (case-insensitive) with each space matching the blanks between two words of one line: a statement's
+    section header ("Output") and its next line are not one phrase."""
+    return re.compile(pattern.replace(" ", r"[^\S\n]+"), re.IGNORECASE)
+
+
+_ANY_ANSWER = _in_a_line(
     # "If there are multiple answers, print any of them", "If several solutions exist, any of them will be accepted"
-    r"\b(?:multiple|several|many|more\s+than\s+one)\s+(?:\w+\s+){0,2}?(?:answers?|solutions?)\b[^.!?]{0,80}?\bany\b"
+    r"\b(?:multiple|several|many|more than one) (?:\w+ ){0,2}?(?:answers?|solutions?)\b[^.!?\n]{0,80}?\bany\b"
     # "print any such permutation", "output any of them", "print any."
-    r"|\b(?:print|output|write|find|choose|give|display)\s+any\s*(?:one\s+|[.,;)]|$|(?:of\s+them|such|valid|correct|possible|suitable|optimal)\b)"
+    r"|\b(?:print|output|write|find|choose|give|display) any(?:[.,;)]|$| one | (?:of them|such|valid|correct|possible|suitable|optimal)\b)"
     # "any of them is accepted", "any correct answer will be considered correct"
-    r"|\bany\s+(?:of\s+them|one|valid|correct|possible|suitable|optimal)\s+(?:\w+\s+){0,2}?(?:(?:will\s+be|is|are)\s+)?"
-    r"(?:accepted|considered\s+correct|allowed)\b"
-    r"|\bany\s+(?:valid|correct|suitable|acceptable)\s+(?:answer|solution|output)\b",
-    re.IGNORECASE)
+    r"|\bany (?:of them|one|valid|correct|possible|suitable|optimal) (?:\w+ ){0,2}?(?:(?:will be|is|are) )?(?:accepted|considered correct|allowed)\b"
+    r"|\bany (?:valid|correct|suitable|acceptable) (?:answer|solution|output)\b")
 
 
 def accepts_any_answer(statement: str) -> bool:
@@ -436,6 +444,17 @@ def accepts_any_answer(statement: str) -> bool:
     them"). Such a problem's judge is a checker that no dataset ships (CodeContests, APPS and LiveCodeBench give
     one expected output per test), so comparing with that output fails correct programs: the loader skips it."""
     return _ANY_ANSWER.search(statement) is not None
+
+
+_ANY_CASE = _in_a_line(
+    # "You can output the answer in any case (upper or lower)", "print each letter in any case", "case-insensitive"
+    r"\b(?:print|output|write)\b[^.!?\n]{0,80}?\bin any (?:letter )?(?:case|register)\b|\bcase(?:-| )insensitive\b")
+
+
+def statement_accepts_any_case(statement: str) -> bool:
+    """Whether the statement accepts the answer's letters in any case ("You can output YES and NO in any case"),
+    which Codeforces' checkers allow and one expected output ("YES") does not tell."""
+    return _ANY_CASE.search(statement) is not None
 
 
 def load_problems(path: str | Path, format: Format = "auto", split: str = "test", max_tests: int = 20,
@@ -486,7 +505,7 @@ def load_problems(path: str | Path, format: Format = "auto", split: str = "test"
             skipped[problem.source] = skipped.get(problem.source, 0) + 1
             report.any_answer += 1
         else:
-            kept.append(problem)
+            kept.append(replace(problem, any_case=True) if statement_accepts_any_case(problem.statement) else problem)
     problems = kept
     for fmt, count in skipped.items():
         report.skipped[fmt] = report.skipped.get(fmt, 0) + count

@@ -40,10 +40,15 @@ REAL_TOLERANCE = 1e-6
 _REAL = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
 
 
-def outputs_match(actual: str, expected: str) -> bool:
-    """Whitespace-normalised token comparison, real numbers within REAL_TOLERANCE (see `_reals_close`)."""
+def outputs_match(actual: str, expected: str, any_case: bool = False) -> bool:
+    """Whitespace-normalised token comparison, real numbers within REAL_TOLERANCE (see `_reals_close`), and
+    with `any_case` letters in either case (a statement's "print YES or NO in any case")."""
     got, want = actual.split(), expected.split()
-    return got == want or (len(got) == len(want) and all(a == b or _reals_close(a, b) for a, b in zip(got, want)))
+    if got == want:
+        return True
+    if any_case:
+        got, want = [a.lower() for a in got], [b.lower() for b in want]
+    return len(got) == len(want) and all(a == b or _reals_close(a, b) for a, b in zip(got, want))
 
 
 def _reals_close(actual: str, expected: str) -> bool:
@@ -56,8 +61,8 @@ def _reals_close(actual: str, expected: str) -> bool:
     return abs(float(actual) - want) <= REAL_TOLERANCE * max(1.0, abs(want))
 
 
-def passes(result: ExecResult, expected: str) -> bool:
-    return result.ok and outputs_match(result.stdout, expected)
+def passes(result: ExecResult, expected: str, any_case: bool = False) -> bool:
+    return result.ok and outputs_match(result.stdout, expected, any_case)
 
 
 def output_room(cap: int, expected: Iterable[str]) -> int:
