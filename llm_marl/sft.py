@@ -241,10 +241,11 @@ def perplexity(nll: float) -> float:
 
 # ---------------------------------------------------------------------------- a run
 def run_sft(config: SFTConfig, model: Any, transcripts: list[dict[str, Any]], heldout: Sequence[dict[str, Any]] = (),
-            log: Callable[[str], None] = print) -> Any:
+            log: Callable[[str], None] = print, demo_episodes: dict[str, dict[str, Any]] | None = None) -> Any:
     """Fine-tune a fresh policy set (`model`: a `ModelConfig`) on `transcripts`; write a run directory
     with `config.json`, `versions.json`, `transcripts.jsonl`, `metrics.jsonl` (one line per optimiser step),
-    `adapters/` and `summary.json` (NLL per token on the training and held-out replies, before and after)."""
+    `adapters/` and `summary.json` (NLL per token on the training and held-out replies, before and after, and
+    `demo_episodes`, when given: per split, the oracle episodes played and those left out of the transcripts)."""
     from llm_marl.config import quick_env_args
     from llm_marl.models import resolve_device, resolve_model
     from llm_marl.policies import LoRAConfig, PolicySet, parse_policy, parse_thinking, warm_start_sources
@@ -283,7 +284,9 @@ def run_sft(config: SFTConfig, model: Any, transcripts: list[dict[str, Any]], he
         (run.path / "transcripts.jsonl").write_text("".join(json.dumps(t) + "\n" for t in transcripts))
         before = {"train_nll": mean_nll(policy, examples),
                   **({"heldout_nll": mean_nll(policy, heldout_examples)} if heldout_examples else {})}
-        log(f"sft: {len(examples)} examples ({skipped} skipped for length) for adapters "
+        played = (demo_episodes or {}).get("train")
+        origin = f" from {played['episodes'] - played['left_out']} of {played['episodes']} oracle episodes" if played else ""
+        log(f"sft: {len(examples)} examples{origin} ({skipped} skipped for length) for adapters "
             f"{sorted({e.adapter for e in examples})}; NLL/token before {before['train_nll']:.3f}; run directory {run.path}")
         t0 = time.perf_counter()
 
@@ -303,7 +306,8 @@ def run_sft(config: SFTConfig, model: Any, transcripts: list[dict[str, Any]], he
         after = {"train_nll": mean_nll(policy, examples),
                  **({"heldout_nll": mean_nll(policy, heldout_examples)} if heldout_examples else {})}
         summary = {"examples": len(examples), "skipped_for_length": skipped, "heldout_examples": len(heldout_examples),
-                   "optimizer_steps": steps, "train_s": round(train_s, 1), "nll_before": before, "nll_after": after}
+                   "optimizer_steps": steps, "train_s": round(train_s, 1), "nll_before": before, "nll_after": after,
+                   **({"demo_episodes": demo_episodes} if demo_episodes else {})}
         (run.path / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
         log(f"sft done in {train_s:.0f} s: NLL/token {before['train_nll']:.3f} -> {after['train_nll']:.3f}"
             + (f" (held out {before['heldout_nll']:.3f} -> {after['heldout_nll']:.3f})" if heldout_examples else "")

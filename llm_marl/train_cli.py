@@ -295,19 +295,19 @@ def cmd_sft(args: argparse.Namespace) -> int:
 
         base = read_config_file(args.config, {"sft": SFTConfig, "model": ModelConfig, "resolved_env_args": None}) if args.config else {}
         config, model = from_args(SFTConfig, args, base.get("sft")), from_args(ModelConfig, args, base.get("model"))
-        transcripts, heldout = _sft_transcripts(config)
-        run = run_sft(config, model, transcripts, heldout, log=lambda msg: print(msg, file=sys.stderr))
+        transcripts, heldout, episodes = _sft_transcripts(config)
+        run = run_sft(config, model, transcripts, heldout, log=lambda msg: print(msg, file=sys.stderr), demo_episodes=episodes)
     except (ValueError, TypeError, FileNotFoundError) as exc:
         raise UserError(str(exc)) from None
     print(json.dumps({"run_dir": str(run.path), **json.loads((run.path / "summary.json").read_text())}))
     return 0
 
 
-def _sft_transcripts(config: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """(training transcripts, held-out transcripts): the user's file, or the oracle's demonstrations
-    on the train split; held-out ones always come from the oracle on the val split."""
+def _sft_transcripts(config: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, dict[str, Any]]]:
+    """(training transcripts, held-out transcripts, the oracle episodes behind them per split): the user's file, or
+    the oracle's demonstrations on the train split; held-out ones always come from the oracle on the val split."""
     # The CLI is the application layer: it may use agents/ (the trainer modules never do).
-    from agents.demonstrations import oracle_demonstrations
+    from agents.demonstrations import NO_ANSWER, oracle_demonstrations
     from llm_marl.config import quick_env_args
     from llm_marl.sft import read_transcripts
     from llm_marl_envs.registry import get as get_env
@@ -321,11 +321,19 @@ def _sft_transcripts(config: Any) -> tuple[list[dict[str, Any]], list[dict[str, 
             make_oracle(name, env_kwargs, **config.oracle_args)
         except ValueError as exc:
             raise ValueError(f"--oracle-arg (oracle_args) for {name}: {exc}") from None
-    demos = lambda n, split, noise: list(oracle_demonstrations(  # noqa: E731
-        name, n, split=split, seed=config.seed, env_kwargs=env_kwargs, oracle_options=config.oracle_args, noise=noise))
+    episodes: dict[str, dict[str, Any]] = {}
+
+    def demos(n: int, split: str, noise: float) -> list[dict[str, Any]]:
+        left_out: dict[int, str] = {}
+        records = list(oracle_demonstrations(name, n, split=split, seed=config.seed, env_kwargs=env_kwargs,
+                                             oracle_options=config.oracle_args, noise=noise, left_out=left_out))
+        failed = {str(seed): why for seed, why in left_out.items() if why != NO_ANSWER}
+        episodes[split] = {"episodes": n, "left_out": len(left_out), "no_answer": len(left_out) - len(failed), "failed": failed}
+        return records
+
     transcripts = read_transcripts(config.data) if config.data else demos(config.demos, "train", config.demo_noise)
     heldout = demos(config.heldout_demos, "val", 0.0) if config.heldout_demos else []
-    return transcripts, heldout
+    return transcripts, heldout, episodes
 
 
 def cmd_eval(args: argparse.Namespace) -> int:

@@ -40,6 +40,79 @@ def test_noisy_teammates_make_the_oracle_show_recoveries():
     assert noisy == list(oracle_demonstrations("plan_path", 24, env_kwargs=TINY, oracle_options={"program": "answer"}, noise=0.5))
 
 
+def _failing_episodes(monkeypatch, seeds):
+    """The Plan-Path oracle raises in the episodes of `seeds` (a multi-line error, as a traceback's last frame can be)."""
+    from agents.oracle.plan_path import PlanPathOracle
+
+    act = PlanPathOracle.act
+
+    def failing(self, role, observation):
+        if self.seed in seeds:
+            raise RuntimeError(f"no path parsed in seed {self.seed}\n  (second line)")
+        return act(self, role, observation)
+
+    monkeypatch.setattr(PlanPathOracle, "reset", lambda self, seed=None: setattr(self, "seed", seed), raising=False)
+    monkeypatch.setattr(PlanPathOracle, "act", failing)
+
+
+def test_an_episode_that_fails_is_left_out_with_one_warning_and_the_others_kept(monkeypatch):
+    """One oracle that raised (or an environment error) in one episode lost every demonstration, with a traceback."""
+    from llm_marl_envs.registry import make_raw
+
+    kept = list(oracle_demonstrations("plan_path", 4, env_kwargs=TINY, oracle_options={"program": "answer"}))
+    _failing_episodes(monkeypatch, {1})
+    env_class = type(make_raw("plan_path", **TINY))
+    reset = env_class.reset
+
+    def env_failing(self, seed=None, options=None):
+        if seed == 3:
+            raise OSError("sandbox gone")
+        return reset(self, seed=seed, options=options)
+
+    monkeypatch.setattr(env_class, "reset", env_failing)
+    left_out = {}
+    with pytest.warns(UserWarning) as caught:
+        records = list(oracle_demonstrations("plan_path", 4, env_kwargs=TINY, oracle_options={"program": "answer"},
+                                             left_out=left_out))
+    assert records == [r for r in kept if r["seed"] in (0, 2)]
+    assert [str(w.message) for w in caught] == [
+        "2 of 4 train episodes of plan_path left out of the demonstrations: they failed (seed 1: RuntimeError: no path "
+        "parsed in seed 1; seed 3: OSError: sandbox gone)"]
+    assert left_out == {1: "RuntimeError: no path parsed in seed 1", 3: "OSError: sandbox gone"}
+
+
+def test_every_episode_failing_is_one_error(monkeypatch):
+    _failing_episodes(monkeypatch, {0, 1})
+    with pytest.raises(ValueError) as raised:
+        list(oracle_demonstrations("plan_path", 2, env_kwargs=TINY, oracle_options={"program": "answer"}))
+    assert str(raised.value) == ("no train episode of plan_path gave a demonstration (seeds 0..1): they failed (seed 0: "
+                                 "RuntimeError: no path parsed in seed 0; seed 1: RuntimeError: no path parsed in seed 1)")
+
+
+def test_sft_counts_the_episodes_left_out_in_its_summary(tmp_path, capsys, monkeypatch):
+    _failing_episodes(monkeypatch, {1})
+    with pytest.warns(UserWarning) as caught:
+        assert main(["sft", "--env", "plan_path", *TINY_ARGS, "--oracle-arg", "program=answer", "--model", "tiny-random",
+                     "--demos", "3", "--heldout-demos", "2", "--epochs", "1", "--lora-r", "4", "--lora-alpha", "8",
+                     "--out-dir", str(tmp_path), "--run-name", "s"]) == 0
+    assert [str(w.message) for w in caught if "left out" in str(w.message)] == [
+        f"1 of {n} {split} episodes of plan_path left out of the demonstrations: they failed (seed 1: RuntimeError: no path "
+        "parsed in seed 1)" for n, split in ((3, "train"), (2, "val"))]
+    assert "sft: 4 examples from 2 of 3 oracle episodes" in capsys.readouterr().err
+    summary = json.loads((tmp_path / "s" / "summary.json").read_text())
+    assert summary["demo_episodes"] == {
+        "train": {"episodes": 3, "left_out": 1, "no_answer": 0, "failed": {"1": "RuntimeError: no path parsed in seed 1"}},
+        "val": {"episodes": 2, "left_out": 1, "no_answer": 0, "failed": {"1": "RuntimeError: no path parsed in seed 1"}}}
+    # Every episode failing: one line, and no run directory.
+    _failing_episodes(monkeypatch, {0, 1, 2})
+    assert main(["sft", "--env", "plan_path", *TINY_ARGS, "--model", "tiny-random", "--demos", "3", "--heldout-demos", "0",
+                 "--out-dir", str(tmp_path), "--run-name", "t"]) == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "llm-marl: error: no train episode of plan_path gave a demonstration (seeds 0..2): they failed (seed 0: RuntimeError: "
+        "no path parsed in seed 0; seed 1: RuntimeError: no path parsed in seed 1; seed 2: RuntimeError: no path parsed in seed 2)")
+    assert not (tmp_path / "t").exists()
+
+
 def test_transcript_errors_name_the_line(tmp_path):
     path = tmp_path / "t.jsonl"
     path.write_text('{"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]}\n{not json\n')
