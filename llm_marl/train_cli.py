@@ -314,13 +314,7 @@ def _sft_transcripts(config: Any) -> tuple[list[dict[str, Any]], list[dict[str, 
 
     name = get_env(config.env).name
     env_kwargs = quick_env_args(name, config.env_args)
-    if config.oracle_args:  # named as the flag (or a --config file's setting) that gave them
-        from agents.oracle import make_oracle
-
-        try:
-            make_oracle(name, env_kwargs, **config.oracle_args)
-        except ValueError as exc:
-            raise ValueError(f"--oracle-arg (oracle_args) for {name}: {exc}") from None
+    _check_oracle(name, env_kwargs, config)
     episodes: dict[str, dict[str, Any]] = {}
 
     def demos(n: int, split: str, noise: float) -> list[dict[str, Any]]:
@@ -334,6 +328,33 @@ def _sft_transcripts(config: Any) -> tuple[list[dict[str, Any]], list[dict[str, 
     transcripts = read_transcripts(config.data) if config.data else demos(config.demos, "train", config.demo_noise)
     heldout = demos(config.heldout_demos, "val", 0.0) if config.heldout_demos else []
     return transcripts, heldout, episodes
+
+
+def _check_oracle(name: str, env_kwargs: dict[str, Any], config: Any) -> None:
+    """Refuse, before any episode, what the oracle cannot do, blaming the real cause: an --oracle-arg it does not take
+    (named as the flag, or a --config file's setting, that gave it), or the environment's problems (a dataset it has no
+    answers to: the oracle refuses them with any --oracle-arg)."""
+    from agents.oracle import make_oracle
+
+    needed = not config.data or config.heldout_demos > 0  # demonstrations to play (--data's held-out ones are the oracle's)
+    if not (needed or config.oracle_args):
+        return
+    try:
+        make_oracle(name, env_kwargs, **config.oracle_args)
+        return
+    except ValueError as exc:
+        error = exc
+    if config.oracle_args:
+        try:
+            make_oracle(name, env_kwargs)
+        except ValueError as refusal:
+            error = refusal
+        else:
+            raise ValueError(f"--oracle-arg (oracle_args) for {name}: {error}") from None
+    if needed:
+        own = "" if config.data else "transcripts of your own with --data, and "
+        raise ValueError(f"no oracle demonstrations of these {name} problems (--env-arg, or env_args in --config): {error}; "
+                         f"for SFT on them, pass {own}--heldout-demos 0 (the held-out replies are the oracle's)") from None
 
 
 def cmd_eval(args: argparse.Namespace) -> int:

@@ -179,6 +179,23 @@ def test_an_oracle_arg_for_another_env_names_the_flag(tmp_path, capsys, monkeypa
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("data", [False, True])
+def test_an_oracle_refusing_the_envs_problems_blames_them_not_the_oracle_arg(tmp_path, capsys, monkeypatch, data):
+    """The MASS oracle refuses a dataset's questions whatever its options: with --oracle-arg corpus_seed=3 the error
+    blamed that flag (and, without it, advised "another agent", which sft has no flag for)."""
+    monkeypatch.setattr(PolicySet, "from_pretrained", classmethod(lambda *a, **k: pytest.fail("a model was loaded")))
+    own = ["--data", str(tmp_path / "mine.jsonl")] if data else []
+    assert main(["sft", "--env", "mass", "--env-arg", "dataset=hotpotqa.jsonl", "--oracle-arg", "corpus_seed=3", *own,
+                 "--model", "tiny-random", "--out-dir", str(tmp_path)]) == 2
+    fix = "--heldout-demos 0" if data else "transcripts of your own with --data, and --heldout-demos 0"
+    assert capsys.readouterr().err == (
+        "llm-marl: error: no oracle demonstrations of these mass problems (--env-arg, or env_args in --config): the mass "
+        "oracle plays only mini-wiki questions (it parses them with the generator's grammar) and cannot play "
+        "dataset='hotpotqa.jsonl'; use another agent for MuSiQue/HotpotQA questions; for SFT on them, pass "
+        f"{fix} (the held-out replies are the oracle's)\n")
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_an_env_given_by_its_pettingzoo_id_names_the_run_by_the_env(tmp_path):
     """Its '/' once made a folder llm_marl/ under --out-dir, holding PlanPath-v2__sft__0__<time>."""
     assert main(["sft", "--env", "llm_marl/PlanPath-v2", *TINY_ARGS, "--model", "tiny-random", "--demos", "1", "--heldout-demos", "0",
