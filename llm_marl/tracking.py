@@ -10,7 +10,9 @@
   A resumed run purges the steps it redoes.
 - `wandb` and `trackio` log the same metrics and the config to the project `llm-marl`; they are
   optional extras (`pip install 'llm-marl[wandb]'`, `'llm-marl[trackio]'`). A wandb run that cannot
-  start (no login, no server) is a `TrackerError` naming the fixes. The wandb run's id and the trackio
+  start (no login, no server) is a `TrackerError` naming the fixes. wandb drops a step at or below one it has, so a
+  resume that redoes steps wandb holds rewinds the wandb run to before them (`resume_from`, a W&B preview
+  feature); where wandb refuses, a warning says which steps it drops. The wandb run's id and the trackio
   run's name (trackio knows a run by its name), the run's name and a random suffix, are kept in the
   run directory (`wandb/llm-marl-run-id`, `trackio/llm-marl-run-id`) for `--resume`.
 - `none` logs nothing but `metrics.jsonl`.
@@ -22,6 +24,7 @@ import importlib
 import json
 import math
 import secrets
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -104,12 +107,26 @@ class WandbTracker:
         import wandb
 
         self.wandb = wandb
+        run_id = _run_id(run_dir)
+        settings = {"project": PROJECT, "name": run_dir.name, "id": run_id, "dir": str(run_dir), "config": config}
+        self.run = self._start(settings, resume="allow")
+        held = self.run.step - 1  # the last step the resumed wandb run has (run.step is the step of the next log)
+        if held >= first_step:  # a resume from an earlier checkpoint redoes them, and wandb would drop every one
+            self.run.finish()
+            try:  # what TensorBoard's purge_step does: the history kept up to the step before, the same run id
+                self.run = wandb.init(**settings, resume_from=f"{run_id}?_step={first_step - 1}")
+            except Exception as exc:  # rewinding is a W&B preview (wandb >= 0.17.1, and access on the server)
+                warnings.warn(f"wandb run {run_id} has steps up to {held} and refused to rewind to step {first_step - 1} "
+                              f"({_first_line(exc)}), so it drops the redone steps {first_step}..{held} (metrics.jsonl "
+                              "keeps them): ask W&B support for access to rewinding runs, or use --report-to tensorboard",
+                              stacklevel=3)
+                self.run = self._start(settings, resume="allow")
+
+    def _start(self, settings: dict[str, Any], **resume: Any) -> Any:
         try:
-            self.run = wandb.init(project=PROJECT, name=run_dir.name, id=_run_id(run_dir), dir=str(run_dir), config=config,
-                                  resume="allow")
+            return self.wandb.init(**settings, **resume)
         except Exception as exc:  # wandb's own errors (no API key, no server) and what its client raises
-            first = (str(exc).strip().splitlines() or [""])[0]
-            raise TrackerError(f"--report-to wandb could not start its run ({type(exc).__name__}: {first}); log in "
+            raise TrackerError(f"--report-to wandb could not start its run ({_first_line(exc)}); log in "
                                "(`wandb login`, or WANDB_API_KEY), or set WANDB_MODE=offline to log into the run "
                                "directory and `wandb sync` it later, or use --report-to tensorboard") from None
 
@@ -132,6 +149,10 @@ class TrackioTracker:
 
     def close(self) -> None:
         self.trackio.finish()
+
+
+def _first_line(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0]}"
 
 
 def _run_id(run_dir: Path, tracker: str = "wandb") -> str:

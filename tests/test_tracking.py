@@ -75,10 +75,14 @@ def test_a_tracker_that_is_not_installed_is_one_line(tmp_path, capsys, tracker):
 
 
 class _FakeWandb:
-    """Stands in for the `wandb` package: `init` raises `fails` when given, else returns a run that records."""
+    """Stands in for the `wandb` package: `init` raises `fails` when given, else returns a run that records. `server`
+    keeps each run id's history across fakes as wandb's server does: a resumed run's `step` (that of its next log) is
+    the one after its last, a log at or below that is dropped, and `resume_from="<id>?_step=k"` (a rewind; exclusive
+    with `resume`, as in wandb) keeps the steps up to k, or raises `rewind_fails` when given."""
 
-    def __init__(self, fails: Exception | None = None):
+    def __init__(self, fails: Exception | None = None, server: dict | None = None, rewind_fails: Exception | None = None):
         self.fails, self.logged, self.finished, self.init_kwargs = fails, [], False, {}
+        self.server, self.rewind_fails, self.inits = {} if server is None else server, rewind_fails, []
         # Asked for by accelerate when it is first imported (find_spec raises on a module without one); it then finds
         # no installed wandb, as here.
         self.__spec__ = importlib.machinery.ModuleSpec("wandb", None)
@@ -86,11 +90,27 @@ class _FakeWandb:
     def init(self, **kwargs):
         if self.fails is not None:
             raise self.fails
+        if "resume" in kwargs and "resume_from" in kwargs:
+            raise ValueError("`fork_from`, `resume`, or `resume_from` are mutually exclusive.")
+        self.inits.append(kwargs)
+        history = self.server.setdefault(kwargs["id"], [])
+        self.step = history[-1][0] + 1 if history else 0
+        if "resume_from" in kwargs:
+            if self.rewind_fails is not None:
+                raise self.rewind_fails
+            run_id, _, step = kwargs["resume_from"].partition("?_step=")
+            assert run_id == kwargs["id"]
+            history[:] = [(s, m) for s, m in history if s <= int(step)]
+            self.step = int(step) + 1
         self.init_kwargs = kwargs
         return self
 
     def log(self, metrics, step):
+        if step < self.step:  # wandb: "Tried to log to step {step} that is less than the current step"
+            return
+        self.server[self.init_kwargs["id"]].append((step, metrics))
         self.logged.append((step, metrics))
+        self.step = step + 1
 
     def finish(self):
         self.finished = True
@@ -122,6 +142,53 @@ def test_a_new_run_of_the_same_name_is_another_wandb_run_and_a_resume_the_same(t
         ids.append(fake.init_kwargs["id"])
     first, other, resumed = ids
     assert first != other and resumed == first and first.startswith("wb-")
+
+
+def _wandb_attempts(tmp_path, monkeypatch, attempts, **fake):
+    """Each (first step, last step) in turn logged by a tracker of one run directory into one wandb server: the
+    fakes (one per process) and the server's history."""
+    from llm_marl.tracking import open_tracker
+
+    server, fakes = {}, []
+    for attempt, (first, last) in enumerate(attempts):
+        fakes.append(_FakeWandb(server=server, **fake))
+        monkeypatch.setitem(sys.modules, "wandb", fakes[-1])
+        tracker = open_tracker("wandb", tmp_path, {}, first_step=first)
+        for step in range(first, last + 1):
+            tracker.log(step, {"reward/success_rate": attempt + step / 10})
+        tracker.close()
+    [history] = server.values()
+    return fakes, [(step, m["reward/success_rate"]) for step, m in history]
+
+
+def test_a_resume_from_an_earlier_checkpoint_rewinds_the_wandb_run(tmp_path, monkeypatch):
+    """wandb drops a log at a step it has: a run resumed from its checkpoint at step 2 after logging steps 1-5 lost the
+    redone steps 3-5 in wandb (TensorBoard purged and redrew them)."""
+    fakes, history = _wandb_attempts(tmp_path, monkeypatch, [(1, 5), (3, 6)])
+    assert history == [(1, 0.1), (2, 0.2), (3, 1.3), (4, 1.4), (5, 1.5), (6, 1.6)]
+    run_id = fakes[0].inits[0]["id"]
+    assert [{k: v for k, v in i.items() if k.startswith("resume")} for i in fakes[1].inits] == [
+        {"resume": "allow"}, {"resume_from": f"{run_id}?_step=2"}]
+    assert fakes[1].inits[1]["id"] == run_id and fakes[1].inits[1]["name"] == tmp_path.name
+    # A resume without a checkpoint starts over (rewound to before step 1); one that redoes nothing is a plain resume.
+    fakes, history = _wandb_attempts(tmp_path / "b", monkeypatch, [(1, 3), (1, 2), (3, 4)])
+    assert history == [(1, 1.1), (2, 1.2), (3, 2.3), (4, 2.4)]
+    assert fakes[1].inits[1]["resume_from"].endswith("?_step=0") and len(fakes[2].inits) == 1
+
+
+def test_a_wandb_run_that_cannot_rewind_warns_which_steps_it_drops(tmp_path, monkeypatch):
+    """Rewinding is a W&B preview (an account without it, or wandb older than 0.17.1): the run resumes as it did, and
+    a warning names the steps wandb drops instead of losing them in silence."""
+    with pytest.warns(UserWarning) as caught:
+        fakes, history = _wandb_attempts(tmp_path, monkeypatch, [(1, 4), (3, 5)],
+                                         rewind_fails=UsageError("rewind is not enabled for this entity\nmore"))
+    run_id = fakes[0].inits[0]["id"]
+    assert [str(w.message) for w in caught] == [
+        f"wandb run {run_id} has steps up to 4 and refused to rewind to step 2 (UsageError: rewind is not enabled for this "
+        "entity), so it drops the redone steps 3..4 (metrics.jsonl keeps them): ask W&B support for access to rewinding "
+        "runs, or use --report-to tensorboard"]
+    assert history == [(1, 0.1), (2, 0.2), (3, 0.3), (4, 0.4), (5, 1.5)]
+    assert fakes[1].inits[-1]["resume"] == "allow"
 
 
 def test_a_new_run_of_the_same_name_is_another_trackio_run_and_a_resume_the_same(tmp_path, monkeypatch):
