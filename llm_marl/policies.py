@@ -528,14 +528,14 @@ class PolicySet:
                                       share_prompts=share_prompts)
 
     # ------------------------------------------------------------------ persistence
-    def save(self, directory: str | Path) -> Path:
-        """Write every adapter in PEFT format (`<dir>/<adapter>/adapter_model.safetensors` +
-        `adapter_config.json`, loadable by PEFT and by vLLM's `LoRARequest`) and σ in `policy_set.json`."""
+    def save(self, directory: str | Path, adapters: Sequence[str] | None = None) -> Path:
+        """Write every adapter (or those named in `adapters`) in PEFT format (`<dir>/<adapter>/adapter_model.safetensors`
+        + `adapter_config.json`, loadable by PEFT and by vLLM's `LoRARequest`) and σ in `policy_set.json`."""
         from peft.utils import get_peft_model_state_dict
         from safetensors.torch import save_file
 
         directory = Path(directory)
-        for name in self.adapters:
+        for name in self.adapters if adapters is None else adapters:
             target = directory / name
             target.mkdir(parents=True, exist_ok=True)
             state = get_peft_model_state_dict(self.model, adapter_name=name)
@@ -612,6 +612,23 @@ class PolicySet:
     def set_deterministic(self, enabled: bool = True, seed: int | None = None) -> None:
         """See `set_deterministic`."""
         set_deterministic(enabled, seed)
+
+
+def adapter_tensors(policy: PolicySet) -> dict[str, dict[str, torch.Tensor]]:
+    """Every adapter's LoRA weights as CPU tensors, keyed like a PEFT save ({adapter: {key: tensor}}): copies, never
+    views of the live weights (`.cpu()` of a CPU tensor is the tensor itself), so they keep what was served."""
+    from peft.utils import get_peft_model_state_dict
+
+    return {name: {k: v.detach().to("cpu", copy=True).contiguous() for k, v in get_peft_model_state_dict(policy.model, adapter_name=name).items()}
+            for name in policy.adapters}
+
+
+def changed_adapters(now: Mapping[str, Mapping[str, torch.Tensor]], before: Mapping[str, Mapping[str, torch.Tensor]]) -> list[str]:
+    """The adapters of `now` whose weights differ from `before`'s (or that `before` lacks): those an engine must load
+    again. An adapter that took no optimiser step has the weights it was last served with."""
+    return [name for name, weights in now.items()
+            if name not in before or weights.keys() != before[name].keys()
+            or not all(torch.equal(w, before[name][k]) for k, w in weights.items())]
 
 
 def _adapter_of(param_name: str) -> str | None:

@@ -436,6 +436,40 @@ def test_published_adapter_changes_what_engine_actors_sample(local_ray):
     assert seconds > 0
 
 
+class LoadRecordingEngine(ScriptedEngine):
+    """A scripted engine that records the adapters each publication hands it (an engine without a policy set)."""
+
+    def __init__(self):
+        super().__init__(plan_path_reply)
+        self.loads: list[str] = []
+
+    def load_adapters(self, adapters):
+        self.loads.extend(f"{len(self.loads)}:{name}" for name in sorted(adapters))
+
+    def loaded_lora_ids(self):
+        return self.loads
+
+
+def test_only_adapters_whose_weights_changed_are_published(local_ray):
+    """Every step published every adapter as a new version, also when none changed (a step that took no optimiser
+    step) or for a role whose adapter did not: with vLLM, new LoRA ids and a prefix-cache reset each time."""
+    from llm_marl.distributed.cluster import ClusterRun
+
+    policy = tiny_policy("per-role")
+    with ClusterRun(ClusterConfig(engines=1, cpus_per_actor=CPU, remote_timeout_s=120), policy, engine_factory=LoadRecordingEngine,
+                    log=lambda m: None) as scale:
+        scale.publish()  # nothing changed since the start's publication
+        with torch.no_grad():
+            for p in policy.trainable_parameters("planner"):
+                p.add_(0.1)
+        scale.publish()
+        scale.publish()
+        [stats] = scale.engine_stats()
+    assert stats["version"] == scale.version == 2
+    assert stats["lora_ids"] == sorted(["0:planner", "1:tool", "2:planner"])  # the start's both, then the changed one
+    assert scale.adapter_versions == {"tool": 1, "planner": 2}
+
+
 def test_a_local_cluster_runs_its_actors_at_the_drivers_priority():
     """Ray starts its workers at nice 15 (more than the driver's); the local instance a run starts
     (here in a process of its own, as this module's instance is up) runs them at the driver's."""

@@ -7,6 +7,7 @@ import re
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import pytest
 import torch
@@ -520,3 +521,77 @@ def test_hf_a_reply_ends_where_the_context_window_is_full(policy, monkeypatch):
     capped = HFEngine(policy).generate([request], params)[0].completions[0]
     assert capped.token_ids == free.completions[0].token_ids[:5] and capped.finish_reason == "length"
     assert capped.logprobs == pytest.approx(free.completions[0].logprobs[:5])
+
+
+# ---------------------------------------------------------------------------- vllm adapter sync (a stand-in for vLLM)
+class FakeLLM:
+    """Just what `VLLMEngine` calls of `vllm.LLM` outside `generate`: the LoRA ids it holds, the prefix-cache resets."""
+
+    def __init__(self, tokenizer, **kwargs):
+        self.tokenizer, self.resets, self.loras = tokenizer, 0, set()
+        self.llm_engine = self
+
+    def get_tokenizer(self):
+        return self.tokenizer
+
+    def remove_lora(self, lora_id):
+        self.loras.discard(lora_id)
+
+    def list_loras(self):
+        return self.loras
+
+    def reset_prefix_cache(self):
+        self.resets += 1
+
+
+def fake_vllm(monkeypatch, tokenizer):
+    import sys
+    import types
+
+    class LoRARequest:
+        def __init__(self, lora_name, lora_int_id, lora_path):
+            self.lora_name, self.lora_int_id, self.lora_path = lora_name, lora_int_id, lora_path
+            llm.loras.add(lora_int_id)  # vLLM registers an id on its first use; here at once
+
+    llm = None
+
+    def make_llm(**kwargs):
+        nonlocal llm
+        llm = FakeLLM(tokenizer, **kwargs)
+        return llm
+
+    request = types.ModuleType("vllm.lora.request")
+    request.LoRARequest = LoRARequest
+    vllm = types.ModuleType("vllm")
+    vllm.LLM = make_llm
+    for name, module in {"vllm": vllm, "vllm.lora": types.ModuleType("vllm.lora"), "vllm.lora.request": request}.items():
+        monkeypatch.setitem(sys.modules, name, module)
+
+
+def test_vllm_sync_registers_only_the_adapters_whose_weights_changed(policy, monkeypatch):
+    """sync_adapters registered every adapter under a new id and reset the prefix cache on every call, also when no
+    weights had changed (a step that took no optimiser step) and for a role whose adapter had not."""
+    from llm_marl.engines.vllm import VLLMEngine
+
+    fake_vllm(monkeypatch, policy.tokenizer)
+    engine = VLLMEngine(policy_set=policy, grouped_lora=False)
+    try:
+        first = {name: r.lora_int_id for name, r in engine._lora_requests.items()}
+        resets = engine.llm.resets
+        engine.sync_adapters()  # nothing changed
+        assert {name: r.lora_int_id for name, r in engine._lora_requests.items()} == first and engine.llm.resets == resets
+        with torch.no_grad():
+            for p in policy.trainable_parameters("planner"):
+                p.add_(0.01)
+        engine.sync_adapters()
+        now = {name: r.lora_int_id for name, r in engine._lora_requests.items()}
+        assert now["tool"] == first["tool"] and now["planner"] != first["planner"] and engine.llm.resets == resets + 1
+        assert engine.loaded_lora_ids() == set(now.values())  # the planner's old id was removed
+        for request in engine._lora_requests.values():  # the folders vLLM may read again are kept
+            assert (Path(request.lora_path) / "adapter_model.safetensors").is_file()
+        assert len(list(engine._adapter_root.iterdir())) == 2  # the others were removed
+    finally:
+        with torch.no_grad():
+            for p in policy.trainable_parameters("planner"):
+                p.sub_(0.01)
+        engine.close()

@@ -19,16 +19,8 @@ from typing import Any
 
 
 # ---------------------------------------------------------------------------- engines
-def adapter_tensors(policy: Any) -> dict[str, dict[str, Any]]:
-    """Every adapter's LoRA weights as CPU tensors, keyed like a PEFT save ({adapter: {key: tensor}})."""
-    from peft.utils import get_peft_model_state_dict
-
-    return {name: {k: v.detach().cpu().contiguous() for k, v in get_peft_model_state_dict(policy.model, adapter_name=name).items()}
-            for name in policy.adapters}
-
-
 def load_adapter_tensors(policy: Any, adapters: dict[str, dict[str, Any]]) -> None:
-    """Write published adapter weights into `policy` (the inverse of `adapter_tensors`)."""
+    """Write published adapter weights into `policy` (the inverse of `llm_marl.policies.adapter_tensors`)."""
     from peft.utils import set_peft_model_state_dict
 
     for name, state in adapters.items():
@@ -98,8 +90,9 @@ class EngineActor:
             self.served += len(requests)
 
     def load_adapters(self, version: int, adapters: dict[str, dict[str, Any]]) -> int:
-        """Adapters of update `version`, as tensors. The engine's `sync_adapters` then serves them (vLLM: under
-        new versioned LoRA ids, the old ids removed and the prefix cache reset). Older versions are ignored."""
+        """Adapters of publication `version`, as tensors (those whose weights changed; the others are served as they
+        are). The engine's `sync_adapters` then serves them (vLLM: under new versioned LoRA ids, their old ids removed
+        and the prefix cache reset). Older versions are ignored."""
         if version <= self.version:
             return self.version
         policy = getattr(self.engine, "policy_set", None)
@@ -248,6 +241,8 @@ class TrainerRank:
         return [list(s.old_logprobs) for s in samples]
 
     def adapters(self) -> dict[str, dict[str, Any]]:
+        from llm_marl.policies import adapter_tensors
+
         return adapter_tensors(self.policy)
 
     def trainer_state(self) -> dict[str, Any]:

