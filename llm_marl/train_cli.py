@@ -199,6 +199,13 @@ def cmd_train(args: argparse.Namespace) -> int:
                     base[section] = typed_values(cls, base[section], f"{Path(args.resume) / 'config.json'}: {section}")
             if isinstance(base.get("run"), dict) and isinstance(base["run"].get("algo"), str):
                 base["run"]["algo"] = canonical_algo(base["run"]["algo"])  # a run saved as at_grpo keeps at-grpo
+            saved = base.get("cluster")
+            if (isinstance(saved, dict) and saved.get("rollout_workers") and saved.get("engines") == 1
+                    and getattr(args, "rollout_workers", None) == 0 and not hasattr(args, "engines")):
+                # Saved before config.json kept --engines as given: the 1 came with the workers, which now go.
+                base["cluster"] = {**saved, "engines": 0}
+                print("--rollout-workers 0: the trainer process samples with its own engine (the run's engine actor came "
+                      "with its rollout workers; pass --engines 1 to keep it)", file=sys.stderr)
         elif args.config:
             base = _read_train_config(args.config)
             if canonical_algo(base.get("run", {}).get("algo", args.algo_id)) != args.algo_id:

@@ -391,10 +391,10 @@ def _train(config: TrainConfig, resume: str | None, log: Any, engine_factory: An
     engine = None
     scale: Any = None
     cluster = config.cluster
-    if cluster.engines and engine_factory is not None:
+    if cluster.engine_actors and engine_factory is not None:
         raise ValueError("engine_factory builds an in-process engine; with engine actors the engine is --engine's, built in each actor")
     # The in-process hf engine samples with the trainer's own model; any other engine's log-probs are recomputed.
-    own_logprobs = config.model.engine == "hf" and engine_factory is None and not cluster.engines
+    own_logprobs = config.model.engine == "hf" and engine_factory is None and not cluster.engine_actors
     sigma_map = {role: policy.adapter_for(role) for role in roles}
     plan = algorithm.sampling_plan(config.algo)
     if config.credit.enabled:

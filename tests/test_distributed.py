@@ -570,7 +570,8 @@ def test_readme_local_cluster_train_command_runs(local_ray, tmp_path, capsys):
     metrics = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert metrics[-1]["update/shared/optimizer_steps"] >= 1 and "perf/publish_s" in metrics[-1]
     config = json.loads((run_dir / "config.json").read_text())
-    assert config["cluster"]["rollout_workers"] == 2 and config["cluster"]["trainer_ranks"] == 2 and config["cluster"]["engines"] == 1
+    assert config["cluster"]["rollout_workers"] == 2 and config["cluster"]["trainer_ranks"] == 2
+    assert config["cluster"]["engines"] == 0 and ClusterConfig(**config["cluster"]).engine_actors == 1  # saved as given
     latest = (run_dir / "checkpoints" / "LATEST").read_text().strip()
     state = torch.load(run_dir / "checkpoints" / latest / "trainer_state.pt", weights_only=True)
     assert state["optimizers"]["shared"]["state"]  # rank 0's AdamW moments reached the checkpoint

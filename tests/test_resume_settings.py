@@ -163,3 +163,28 @@ def test_eval_of_a_runs_adapters_plays_its_tasks_and_reply_length(evaluated_run,
     result = json.loads(capsys.readouterr().out)
     assert result["env_args"] == {**config["resolved_env_args"], "height": 4, "mode": "planner"}
     assert result["max_new_tokens"] == 5
+
+
+@pytest.mark.parametrize("saved_engines", [0, 1])  # as config.json saves it now, and as it did (the implied 1)
+def test_a_resume_with_rollout_workers_0_samples_in_the_trainer_process(tmp_path, capsys, monkeypatch, saved_engines):
+    """A run with --rollout-workers saved engines 1 (the engine actor the workers call): a resume with --rollout-workers 0
+    still started a Ray cluster with that engine actor, unless --engines 0 was given too."""
+    from llm_marl.distributed.cluster import ClusterRun
+    from llm_marl.distributed.config import ClusterConfig
+
+    assert ClusterConfig(rollout_workers=2).engines == 0 and ClusterConfig(rollout_workers=2).engine_actors == 1
+    run = tmp_path / "r"
+    assert main(["train", "--algo", "at-grpo", *ARGS, "--steps", "1", "--out-dir", str(tmp_path), "--run-name", "r"]) == 0
+    config = json.loads((run / "config.json").read_text())
+    config["cluster"].update(rollout_workers=2, engines=saved_engines)  # as a run with --rollout-workers 2 saved it
+    (run / "config.json").write_text(json.dumps(config))
+
+    def no_cluster(self):
+        raise AssertionError(f"a Ray cluster started: {self.config}")
+
+    monkeypatch.setattr(ClusterRun, "start", no_cluster)
+    capsys.readouterr()
+    assert main(["train", "--resume", str(run), "--steps", "2", "--rollout-workers", "0", "--no-progress"]) == 0
+    err = capsys.readouterr().err
+    assert ("pass --engines 1 to keep it" in err) == (saved_engines == 1)
+    assert json.loads((run / "config.json").read_text())["cluster"]["engines"] == 0

@@ -150,10 +150,10 @@ class ClusterRun:
     def _start_actors(self) -> None:
         cfg = self.config
         t0 = time.perf_counter()
-        if cfg.engines:
+        if cfg.engine_actors:
             if self.engine_factory is None:
                 raise ValueError("engine actors need an engine factory (an EngineSpec)")
-            self.engines = [self._new_engine(i) for i in range(cfg.engines)]
+            self.engines = [self._new_engine(i) for i in range(cfg.engine_actors)]
             self._wait([e.ping.remote() for e in self.engines], "engine actors to start")
             self.engine = RayEnginePool(self.engines, timeout_s=cfg.remote_timeout_s, policy=self.policy, publish=self.publish,
                                         on_engine_death=self._engine_died)

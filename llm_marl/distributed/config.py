@@ -42,8 +42,13 @@ class ClusterConfig:
             raise ValueError("--gpus-per-engine and --gpus-per-trainer-rank must be >= 0, --cpus-per-actor > 0, each a finite number")
         if not 0 < self.remote_timeout_s < math.inf:
             raise ValueError(f"--remote-timeout-s must be > 0 and finite (seconds), got {self.remote_timeout_s}")
-        if self.rollout_workers and not self.engines:
-            self.engines = 1  # workers need engine actors to call
+
+    @property
+    def engine_actors(self) -> int:
+        """The engine actors a run starts: --engines, or 1 for rollout workers to call. Kept apart from `engines`, which
+        config.json saves as given: a saved 1 that only came with the workers made a resume with --rollout-workers 0
+        start an engine actor still, unless --engines 0 was given too."""
+        return self.engines or (1 if self.rollout_workers else 0)
 
     @property
     def enabled(self) -> bool:
