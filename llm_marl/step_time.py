@@ -12,7 +12,9 @@
 Counterfactual replays (`--credit shapley`, SHARP) are played inside the rollout's waves, in the same
 engine calls as the real episodes, so their time is in `generate_s`, `env_s` and `tool_s`, not in
 `credit_s` (`rollout/counterfactual_completions` counts their share of the replies). With rollout
-workers (`--rollout-workers`) the rollout runs in other processes and its time is all in `other_s`.
+workers (`--rollout-workers`) the shards run side by side in other processes: the rollout's parts are
+those the slowest shard measured (the one the step waited for), and the rest of the rollout (sending
+the shards and their samples) is in `other_s`.
 """
 
 from __future__ import annotations

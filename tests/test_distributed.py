@@ -114,6 +114,10 @@ def test_shards_never_split_a_task_and_merge_renumbers():
         assert all(merged.samples[i].episode_id == ep.episode_id or merged.samples[i].task_id == ep.task_id for i in ep.sample_ids)
     assert len({s.decision_id for s in merged.samples}) == sum(len({s.decision_id for s in p.samples}) for p in parts)
     assert merged.stats["samples"] == len(merged.samples)
+    # The shards ran side by side: the step waited for the slowest, whose parts the step-time breakdown shows (the
+    # merge had none, so with rollout workers every second of the rollout was `other`).
+    slowest = max(parts, key=lambda p: p.timings["rollout_s"])
+    assert merged.timings == slowest.timings and merged.timings["env_s"] > 0
 
 
 def test_pool_routes_a_task_to_one_engine_least_loaded_first():
@@ -171,6 +175,7 @@ def test_sharded_rollout_equals_in_process_sample_for_sample(scripted_cluster):
     assert any(s.advantage != 0 for s in sharded.samples)
     served = [s["served"] for s in scripted_cluster.engine_stats()]
     assert all(n > 0 for n in served), served  # both engines took requests
+    assert sharded.timings["generate_s"] > 0 and sharded.timings["env_s"] > 0  # the workers' timings reach the driver
 
 
 # ---------------------------------------------------------------------------- faults

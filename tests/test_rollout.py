@@ -483,4 +483,4 @@ def test_step_time_parts_add_up_to_the_step():
     assert sum(metrics.values()) == 10.0
     line = step_line(1, 2, {"perf/step_s": 10.0, **metrics})
     assert line.endswith("10.0 s (generate 6.0, env 0.2, tool 0.5, credit 0.2, update 2.5, other 0.5)")
-    assert step_time_metrics(1.0, {}, credit_s=0.0, update_s=0.5)["perf/other_s"] == 0.5  # rollout workers: not split
+    assert step_time_metrics(1.0, {}, credit_s=0.0, update_s=0.5)["perf/other_s"] == 0.5  # no rollout timings: all other

@@ -30,7 +30,9 @@ def merge_rollouts(parts: list[Rollout]) -> Rollout:
     The samples are those one process would produce on all the tasks (for deterministic engines),
     but numbered shard by shard rather than wave by wave across every task.
 
-    `waves` and `engine_calls` are the largest of any shard (the shards ran side by side).
+    `waves` and `engine_calls` are the largest of any shard (the shards ran side by side), and the timings those of
+    the slowest shard (longest `rollout_s`), the one the step waited for: summed over shards running side by side,
+    they would outgrow the step's wall time.
     """
     samples, episodes, stats = [], [], {}
     for part in parts:
@@ -41,4 +43,5 @@ def merge_rollouts(parts: list[Rollout]) -> Rollout:
             episodes.append(dataclasses.replace(ep, sample_ids=[i + offset for i in ep.sample_ids]))
         for key, value in part.stats.items():
             stats[key] = max(stats.get(key, 0), value) if key in ("waves", "engine_calls") else stats.get(key, 0) + value
-    return Rollout(samples=samples, episodes=episodes, stats=stats)
+    slowest = max(parts, key=lambda part: part.timings.get("rollout_s", 0.0), default=None)
+    return Rollout(samples=samples, episodes=episodes, stats=stats, timings=dict(slowest.timings) if slowest else {})
