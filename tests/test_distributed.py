@@ -311,6 +311,37 @@ def test_an_engine_dying_under_the_drivers_own_rollout_is_restarted_or_fails_the
     scripted_cluster._heal()  # the next test gets live engines again
 
 
+class StandInRank:
+    """A trainer rank's `close` and `ping`, and a call that keeps it busy (as an all-reduce a dead rank never joins)."""
+
+    def close(self) -> None:
+        pass
+
+    def ping(self) -> int:
+        return os.getpid()
+
+    def busy(self, seconds: float) -> None:
+        time.sleep(seconds)
+
+
+def test_close_does_not_wait_on_a_survivor_once_a_rank_died(local_ray):
+    """close asked each rank in turn to leave its world, waiting 30 s for each: a survivor stuck in a collective that
+    the dead rank never joins (its close queued behind it) held close for the full 30 s."""
+    from llm_marl.distributed.cluster import ClusterRun
+
+    scale = ClusterRun(ClusterConfig(), None, log=lambda m: None).start()  # joins this module's instance
+    stuck, dead = [ray.remote(StandInRank).options(num_cpus=CPU).remote() for _ in range(2)]
+    ray.get([stuck.ping.remote(), dead.ping.remote()], timeout=60)
+    stuck.busy.remote(120)
+    ray.kill(dead)
+    assert actor_dies(dead)
+    scale.ranks = [stuck, dead]
+    t0 = time.monotonic()
+    scale.close()
+    assert time.monotonic() - t0 < 10
+    assert actor_dies(stuck)  # and the survivor is stopped
+
+
 def scripted_engine_once(flag: str) -> ScriptedEngine:
     """The first engine actor to start gets a scripted engine; any other fails to build its engine."""
     os.close(os.open(flag, os.O_CREAT | os.O_EXCL))  # FileExistsError after the first

@@ -44,6 +44,9 @@ local cluster's actors are this run's own work."""
 RAY_INIT = {"include_dashboard": False, "log_to_driver": False}
 """`ray.init`'s settings for every run, local or joining a cluster."""
 
+RANK_CLOSE_S = 30.0
+"""How long `close` waits for the trainer ranks to leave their torch.distributed world before it kills them."""
+
 HEAL_PING_S = 10.0
 """How long a heal waits for the actors' pings: a dead actor's fails at once, a busy one's waits for its call."""
 
@@ -175,11 +178,8 @@ class ClusterRun:
 
         if not ray.is_initialized():
             return
-        for rank in self.ranks if graceful else []:
-            try:
-                ray.get(rank.close.remote(), timeout=30)
-            except Exception:  # noqa: BLE001 -- a dead rank has nothing left to close
-                pass
+        if graceful and self.ranks:
+            self._close_ranks()
         for actor in [*self.engines, *self.workers, *self.ranks]:
             ray.kill(actor)
         if self._pg is not None:
@@ -187,6 +187,26 @@ class ClusterRun:
         self.engines, self.workers, self.ranks = [], [], []
         if self._own_ray:
             ray.shutdown()
+
+    def _close_ranks(self) -> None:
+        """Ask every rank to leave its world at once and wait up to `RANK_CLOSE_S` in all. A rank found dead ends the
+        wait: the survivors' world is broken (one may be stuck in a collective the dead rank never joins, behind which
+        its close would wait out the timeout), and they are killed next. Waiting on each rank in turn, 30 s each, made
+        close take 30 s after a rank died."""
+        import ray
+
+        pending = [rank.close.remote() for rank in self.ranks]
+        deadline = time.monotonic() + RANK_CLOSE_S
+        while pending:
+            ready, pending = ray.wait(pending, num_returns=1, timeout=max(0.0, deadline - time.monotonic()))
+            if not ready:
+                return
+            try:
+                ray.get(ready[0], timeout=0)
+            except ray.exceptions.RayActorError:
+                return
+            except Exception:  # noqa: BLE001 -- a rank whose close failed is killed like the rest
+                pass
 
     # ------------------------------------------------------------------ actors
     def _new_engine(self, index: int) -> Any:
