@@ -44,7 +44,7 @@ from llm_marl.algorithms import get as get_algorithm
 from llm_marl.config import ModelConfig, OptimConfig, RunConfig, SamplingConfig, quick_env_args
 from llm_marl.credit.dpo import dpo_loss
 from llm_marl.credit.team import CreditConfig, assign_shapley, preference_pairs, shapley_plan
-from llm_marl.distributed.config import ClusterConfig, ClusterError
+from llm_marl.distributed.config import ClusterConfig, ClusterError, forwarded_env, node_independent_env_args
 from llm_marl.engines.base import SamplingParams
 from llm_marl.interrupts import interrupts_deferred, sigterm_interrupts, stopped_by
 from llm_marl.loss import LossConfig
@@ -329,6 +329,8 @@ def _train(config: TrainConfig, resume: str | None, log: Any, engine_factory: An
     run_cfg = config.run
     algorithm = config.algorithm
     env_kwargs = config.env_kwargs()
+    if config.cluster.rollout_workers:  # the workers may run on other nodes, in other working directories
+        env_kwargs = node_independent_env_args(env_kwargs)
     probe = make_raw(run_cfg.env, **env_kwargs)
     algorithm.check_env(probe, config.algo)
     roles = list(probe.possible_agents)
@@ -475,7 +477,8 @@ def _train(config: TrainConfig, resume: str | None, log: Any, engine_factory: An
                               thinking, config.model.dtype)
             trainer_spec = TrainerSpec(config.model.model, tuple(roles), config.model.policy, lora, config.optim, run_cfg.steps,
                                        run_cfg.seed, threads, run_cfg.deterministic, config.model.dtype)
-            scale = ClusterRun(cluster, policy, engine_factory=spec, trainer=trainer_spec, log=log).start()
+            scale = ClusterRun(cluster, policy, engine_factory=spec, trainer=trainer_spec, log=log,
+                               env_vars=forwarded_env(env_kwargs)).start()
             hold.enter_context(sigterm_interrupts())  # ray.init installed its own handler (sys.exit): take SIGTERM back
             scale.load_trainer_state(optimizers, schedulers)
         if scale is not None and scale.engine is not None:

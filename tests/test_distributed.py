@@ -120,6 +120,26 @@ def test_shards_never_split_a_task_and_merge_renumbers():
     assert merged.timings == slowest.timings and merged.timings["env_s"] > 0
 
 
+def test_relative_dataset_paths_are_made_absolute_for_workers_on_other_nodes(tmp_path):
+    """A rollout worker on another node (or with another cwd) resolved a relative dataset= against its own cwd."""
+    from llm_marl.distributed.config import node_independent_env_args
+
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "train.jsonl").write_text("{}\n")
+    given = {"dataset": "data/train.jsonl", "problems": "openai/openai_humaneval", "mode": "mas", "max_turns": 2}
+    out = node_independent_env_args(given, cwd=tmp_path)
+    assert out == {**given, "dataset": str(tmp_path.resolve() / "data" / "train.jsonl")}  # a Hub id and the rest as given
+    assert node_independent_env_args(out, cwd="/") == out and given["dataset"] == "data/train.jsonl"
+
+
+def test_api_keys_named_for_the_actors_are_those_set_here():
+    from llm_marl.distributed.config import forwarded_env
+
+    environ = {"OPENAI_API_KEY": "sk-here", "HF_TOKEN": "", "JUDGE_KEY": "sk-judge", "HOME": "/home/x"}
+    assert forwarded_env({}, environ) == {"OPENAI_API_KEY": "sk-here"}
+    assert forwarded_env({"judge": {"api_key_env": "JUDGE_KEY"}}, environ) == {"OPENAI_API_KEY": "sk-here", "JUDGE_KEY": "sk-judge"}
+
+
 def test_pool_routes_a_task_to_one_engine_least_loaded_first():
     pool = RayEnginePool(["e0", "e1"])
     tag = lambda task: RequestTag(0, task, task, "tool", 0)  # noqa: E731
@@ -309,6 +329,32 @@ def test_an_engine_dying_under_the_drivers_own_rollout_is_restarted_or_fails_the
     finally:
         scripted_cluster.config.actor_retries = 1
     scripted_cluster._heal()  # the next test gets live engines again
+
+
+def environment_reply(request: GenerationRequest, k: int) -> str:
+    return f"{os.environ.get('OPENAI_API_KEY', 'unset')} {os.environ.get('PYTHONPATH', 'unset')}"
+
+
+def scripted_environment() -> ScriptedEngine:
+    return ScriptedEngine(environment_reply)
+
+
+def test_api_keys_reach_actors_that_did_not_start_with_them(local_ray, monkeypatch):
+    """An actor runs with its node's environment: on another node (here: a Ray instance started before the key was
+    set) the API key of the trainer process was missing. ClusterRun sets the forwarded variables through runtime_env,
+    and says which, never their values."""
+    from llm_marl.distributed.cluster import ClusterRun
+    from llm_marl.distributed.config import forwarded_env
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-forwarded-for-this-test")
+    said = []
+    with ClusterRun(ClusterConfig(engines=1, cpus_per_actor=CPU, remote_timeout_s=120), None, engine_factory=scripted_environment,
+                    log=said.append, env_vars=forwarded_env({})) as scale:
+        [result] = scale.engine.generate([GenerationRequest([{"role": "user", "content": "key?"}])], SamplingParams())
+    key, pythonpath = result.completions[0].text.split(" ")
+    assert key == "sk-forwarded-for-this-test"
+    assert pythonpath == os.environ.get("PYTHONPATH", "unset")  # the job's own runtime_env variables still apply
+    assert "OPENAI_API_KEY set in each" in said[-1] and "sk-forwarded" not in " ".join(said)
 
 
 class StandInRank:

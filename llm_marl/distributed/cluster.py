@@ -95,8 +95,11 @@ class ClusterRun:
     """Start with `start()` (or `with`), stop with `close()`; `engine` is the `Engine` the driver uses."""
 
     def __init__(self, config: ClusterConfig, policy: Any, *, engine_factory: Callable[[], Any] | None = None,
-                 trainer: TrainerSpec | None = None, log: Callable[[str], None] = print, num_cpus: int | None = None):
+                 trainer: TrainerSpec | None = None, log: Callable[[str], None] = print, num_cpus: int | None = None,
+                 env_vars: dict[str, str] | None = None):
         self.config = config
+        self.env_vars = dict(env_vars or {})
+        """Set in every actor (`forwarded_env`: API keys, the Hub token), as Ray's runtime_env carries them to other nodes."""
         self.policy = policy
         self.engine_factory = engine_factory
         self.trainer = trainer
@@ -169,7 +172,8 @@ class ClusterRun:
             self.publish()
         self.log(f"cluster: {len(self.engines)} engine actor(s), {len(self.workers)} rollout worker(s), "
                  f"{max(1, len(self.ranks))} trainer rank(s) ({cfg.backend if self.ranks else 'in process'}), "
-                 f"ready in {time.perf_counter() - t0:.1f} s")
+                 f"ready in {time.perf_counter() - t0:.1f} s"
+                 + (f"; {', '.join(sorted(self.env_vars))} set in each from this process's environment" if self.env_vars else ""))
 
     def close(self, graceful: bool = True) -> None:
         """Stop every actor (and the local Ray instance this run started); `graceful`: the trainer ranks leave
@@ -213,13 +217,19 @@ class ClusterRun:
         import ray
 
         cfg = self.config
-        return ray.remote(EngineActor).options(num_cpus=cfg.cpus_per_actor, num_gpus=cfg.gpus_per_engine,
-                                               name=None).remote(self.engine_factory)
+        return ray.remote(EngineActor).options(num_cpus=cfg.cpus_per_actor, num_gpus=cfg.gpus_per_engine, name=None,
+                                               **self._runtime_env()).remote(self.engine_factory)
 
     def _new_worker(self, index: int) -> Any:
         import ray
 
-        return ray.remote(RolloutWorker).options(num_cpus=self.config.cpus_per_actor).remote(index, self.config.remote_timeout_s)
+        return ray.remote(RolloutWorker).options(num_cpus=self.config.cpus_per_actor, **self._runtime_env()).remote(
+            index, self.config.remote_timeout_s)
+
+    def _runtime_env(self) -> dict[str, Any]:
+        """An actor's options for `env_vars` (none without any: Ray then reuses its idle workers as before). Ray merges
+        them with the job's own runtime_env variables."""
+        return {"runtime_env": {"env_vars": dict(self.env_vars)}} if self.env_vars else {}
 
     def _start_ranks(self) -> None:
         import ray
@@ -227,7 +237,7 @@ class ClusterRun:
         cfg = self.config
         if self.trainer is None:
             raise ValueError("trainer ranks need a TrainerSpec")
-        options: dict[str, Any] = {"num_cpus": cfg.cpus_per_actor, "num_gpus": cfg.gpus_per_trainer_rank}
+        options: dict[str, Any] = {"num_cpus": cfg.cpus_per_actor, "num_gpus": cfg.gpus_per_trainer_rank, **self._runtime_env()}
         if cfg.gpus_per_trainer_rank > 0:
             # One bundle per rank, packed onto as few nodes as possible (NCCL inside a node is fastest).
             from ray.util.placement_group import placement_group

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import math
+import os
+from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 from llm_marl.config import opt
 
@@ -58,3 +62,37 @@ class ClusterConfig:
     @property
     def backend(self) -> str:
         return "nccl" if self.gpus_per_trainer_rank > 0 else "gloo"
+
+
+PATH_ENV_ARGS = ("dataset", "problems")
+"""Environment options that name a file or folder (math's and MASS's `dataset`, code's `problems`); they also take a
+Hub id, which names no path here."""
+
+FORWARDED_ENV = ("OPENAI_API_KEY", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
+"""Environment variables the actors read as the trainer process does: the API key of the api endpoints and judges, and
+the Hub token of gated models and datasets. Ray starts an actor on another node with that node's environment."""
+
+
+def node_independent_env_args(env_kwargs: Mapping[str, Any], cwd: str | os.PathLike[str] | None = None) -> dict[str, Any]:
+    """`env_kwargs` with each relative path of `PATH_ENV_ARGS` that exists here made absolute: a rollout worker on
+    another node (or in another working directory) resolved `dataset=data/train.jsonl` against its own cwd, where it
+    is missing or another file. A value naming no path here (a Hub id) is left as it is."""
+    here = Path(cwd) if cwd is not None else Path.cwd()
+    out = dict(env_kwargs)
+    for key in PATH_ENV_ARGS:
+        value = out.get(key)
+        if isinstance(value, (str, os.PathLike)) and not Path(value).expanduser().is_absolute() and (here / value).exists():
+            out[key] = str((here / value).resolve())
+    return out
+
+
+def forwarded_env(env_kwargs: Mapping[str, Any], environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The variables of `FORWARDED_ENV`, and the one a judge option names (`judge={"api_key_env": ...}`), that are set
+    here: what the actors' runtime_env carries to other nodes. Their values are never logged."""
+    environ = os.environ if environ is None else environ
+    names = list(FORWARDED_ENV)
+    judge = env_kwargs.get("judge")
+    key_env = judge.get("api_key_env") if isinstance(judge, Mapping) else getattr(judge, "api_key_env", None)
+    if isinstance(key_env, str) and key_env:
+        names.append(key_env)
+    return {name: environ[name] for name in names if environ.get(name)}
