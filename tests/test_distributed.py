@@ -140,6 +140,39 @@ def test_api_keys_named_for_the_actors_are_those_set_here():
     assert forwarded_env({"judge": {"api_key_env": "JUDGE_KEY"}}, environ) == {"OPENAI_API_KEY": "sk-here", "JUDGE_KEY": "sk-judge"}
 
 
+def test_a_trainer_process_on_a_gpu_ray_hands_out_is_warned_of():
+    """Ray does not count the trainer process's GPU: it placed engine actors on the GPU the trainer process's model
+    was on (cuda:0), and nothing said so."""
+    from llm_marl.distributed.cluster import shared_gpu_warning
+
+    engines_on_gpus = ClusterConfig(engines=2, gpus_per_engine=1)
+    said = shared_gpu_warning("cuda:0", engines_on_gpus, node_gpus=4)
+    assert "holds its model on cuda:0" in said and "CUDA_VISIBLE_DEVICES=1,2,3 ray start --head" in said
+    ranks_on_gpus = shared_gpu_warning("cuda", ClusterConfig(trainer_ranks=2, gpus_per_trainer_rank=1), node_gpus=8)
+    assert "pass --device cpu" in ranks_on_gpus
+    assert shared_gpu_warning("cuda", ClusterConfig(rollout_workers=2, gpus_per_engine=0.5), node_gpus=1)  # the implied engine
+    for device, config, gpus in [("cpu", engines_on_gpus, 4),  # the trainer process on the CPU
+                                 ("cuda", engines_on_gpus, 0),  # no GPU of its node is Ray's
+                                 ("cuda", ClusterConfig(engines=2), 4),  # CPU actors only
+                                 ("cuda", ClusterConfig(gpus_per_trainer_rank=1), 4)]:  # one rank: the update is in process
+        assert shared_gpu_warning(device, config, node_gpus=gpus) is None, (device, config, gpus)
+
+
+def test_a_cluster_start_says_when_the_trainer_process_may_share_a_gpu(local_ray, monkeypatch):
+    import types
+
+    from llm_marl.distributed import cluster
+
+    monkeypatch.setattr(cluster, "driver_node_gpus", lambda: 2.0)  # as on a node with 2 GPUs
+    monkeypatch.setattr(cluster.ClusterRun, "_start_actors", lambda self: None)
+    said = []
+    cluster.ClusterRun(ClusterConfig(engines=1, gpus_per_engine=1), types.SimpleNamespace(device="cuda", adapters=[]),
+                       log=said.append).start()
+    assert len(said) == 1 and "holds its model on cuda" in said[0]
+    monkeypatch.undo()
+    assert cluster.driver_node_gpus() == ray.cluster_resources().get("GPU", 0.0)  # the one node of this instance
+
+
 def test_pool_routes_a_task_to_one_engine_least_loaded_first():
     pool = RayEnginePool(["e0", "e1"])
     tag = lambda task: RequestTag(0, task, task, "tool", 0)  # noqa: E731

@@ -91,6 +91,36 @@ def cluster_address(config: ClusterConfig) -> tuple[str, str]:
     return "", ""
 
 
+def actor_gpus(config: ClusterConfig) -> float:
+    """The GPUs the run's actors ask Ray for: the engine actors', and the trainer ranks' when there are several."""
+    ranks = config.trainer_ranks if config.trainer_ranks > 1 else 0
+    return config.engine_actors * config.gpus_per_engine + ranks * config.gpus_per_trainer_rank
+
+
+def shared_gpu_warning(driver_device: str, config: ClusterConfig, node_gpus: float) -> str | None:
+    """What to say when the trainer process holds its model on a GPU of a node whose GPUs Ray hands to this run's
+    actors (`node_gpus`: Ray's GPUs on the trainer process's node): Ray does not count the trainer process, which is
+    none of its tasks, so it can give an engine actor or trainer rank that very GPU, and the two then share it unseen
+    (out of memory, or each slowed). None where they cannot meet."""
+    if not str(driver_device).startswith("cuda") or node_gpus <= 0 or actor_gpus(config) <= 0:
+        return None
+    fix = ("pass --device cpu (with --trainer-ranks above 1 the trainer process needs no GPU: it keeps the adapters, "
+           "and the ranks update)" if config.trainer_ranks > 1 else
+           "start Ray on this node without that GPU (e.g. CUDA_VISIBLE_DEVICES=1,2,3 ray start --head, then --ray-address "
+           "auto), or pass --trainer-ranks 2 or more with --device cpu")
+    return (f"cluster: the trainer process holds its model on {driver_device}, and Ray may give that GPU to an engine actor "
+            f"or trainer rank too ({node_gpus:g} GPU(s) of this node are Ray's; it does not count the trainer process's): "
+            f"{fix}")
+
+
+def driver_node_gpus() -> float:
+    """Ray's GPUs on the node of this process (the trainer process)."""
+    import ray
+
+    here = ray.get_runtime_context().get_node_id()
+    return float(next((node["Resources"].get("GPU", 0.0) for node in ray.nodes() if node["NodeID"] == here and node["Alive"]), 0.0))
+
+
 class ClusterRun:
     """Start with `start()` (or `with`), stop with `close()`; `engine` is the `Engine` the driver uses."""
 
@@ -146,6 +176,9 @@ class ClusterRun:
                 raise ClusterError(f"cannot join the Ray cluster at {address!r} ({named_by}: {exc}); start one with "
                                    f"`ray start --head` or {fix}") from None
             self._own_ray = True
+        warning = shared_gpu_warning(getattr(self.policy, "device", "cpu"), cfg, driver_node_gpus()) if actor_gpus(cfg) else None
+        if warning:
+            self.log(warning)
         try:
             self._start_actors()
         except BaseException:  # Ctrl-C too: the actors made so far would hold their CPUs and GPUs while this process lives
