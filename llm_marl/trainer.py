@@ -44,7 +44,7 @@ from llm_marl.algorithms import get as get_algorithm
 from llm_marl.config import ModelConfig, OptimConfig, RunConfig, SamplingConfig, quick_env_args
 from llm_marl.credit.dpo import dpo_loss
 from llm_marl.credit.team import CreditConfig, assign_shapley, preference_pairs, shapley_plan
-from llm_marl.distributed.config import ClusterConfig, ClusterError, forwarded_env, node_independent_env_args
+from llm_marl.distributed.config import ClusterConfig, ClusterError, absolute_if_here, forwarded_env, node_independent_env_args
 from llm_marl.engines.base import SamplingParams
 from llm_marl.interrupts import interrupts_deferred, sigterm_interrupts, stopped_by
 from llm_marl.loss import LossConfig
@@ -319,7 +319,7 @@ def train(config: TrainConfig, resume: str | None = None, log: Any = print,
 
 
 def _train(config: TrainConfig, resume: str | None, log: Any, engine_factory: Any, hold: contextlib.ExitStack) -> RunDir:
-    from llm_marl.models import resolve_device
+    from llm_marl.models import BUILTINS, resolve_device
     from llm_marl.policies import LoRAConfig, PolicySet, parse_thinking, set_deterministic
     from llm_marl.provenance import record, versions
     from llm_marl.threads import set_threads
@@ -473,9 +473,11 @@ def _train(config: TrainConfig, resume: str | None, log: Any, engine_factory: An
             from llm_marl.distributed.cluster import ClusterRun
 
             threads = max(1, int(cluster.cpus_per_actor))
-            spec = EngineSpec(config.model.engine, config.model.model, tuple(roles), config.model.policy, lora, run_cfg.seed, threads,
+            # A relative model folder as actors elsewhere find it (a built-in's name wins over a folder, as in resolve_model).
+            model = config.model.model if config.model.model in BUILTINS else absolute_if_here(config.model.model)
+            spec = EngineSpec(config.model.engine, model, tuple(roles), config.model.policy, lora, run_cfg.seed, threads,
                               thinking, config.model.dtype)
-            trainer_spec = TrainerSpec(config.model.model, tuple(roles), config.model.policy, lora, config.optim, run_cfg.steps,
+            trainer_spec = TrainerSpec(model, tuple(roles), config.model.policy, lora, config.optim, run_cfg.steps,
                                        run_cfg.seed, threads, run_cfg.deterministic, config.model.dtype)
             scale = ClusterRun(cluster, policy, engine_factory=spec, trainer=trainer_spec, log=log,
                                env_vars=forwarded_env(env_kwargs)).start()

@@ -122,7 +122,7 @@ def test_shards_never_split_a_task_and_merge_renumbers():
 
 def test_relative_dataset_paths_are_made_absolute_for_workers_on_other_nodes(tmp_path):
     """A rollout worker on another node (or with another cwd) resolved a relative dataset= against its own cwd."""
-    from llm_marl.distributed.config import node_independent_env_args
+    from llm_marl.distributed.config import absolute_if_here, node_independent_env_args
 
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "train.jsonl").write_text("{}\n")
@@ -130,6 +130,8 @@ def test_relative_dataset_paths_are_made_absolute_for_workers_on_other_nodes(tmp
     out = node_independent_env_args(given, cwd=tmp_path)
     assert out == {**given, "dataset": str(tmp_path.resolve() / "data" / "train.jsonl")}  # a Hub id and the rest as given
     assert node_independent_env_args(out, cwd="/") == out and given["dataset"] == "data/train.jsonl"
+    assert absolute_if_here("data", cwd=tmp_path) == str(tmp_path.resolve() / "data")  # a model folder, as the actors get it
+    assert absolute_if_here("tiny-random", cwd=tmp_path) == "tiny-random"
 
 
 def test_api_keys_named_for_the_actors_are_those_set_here():

@@ -77,13 +77,19 @@ def node_independent_env_args(env_kwargs: Mapping[str, Any], cwd: str | os.PathL
     """`env_kwargs` with each relative path of `PATH_ENV_ARGS` that exists here made absolute: a rollout worker on
     another node (or in another working directory) resolved `dataset=data/train.jsonl` against its own cwd, where it
     is missing or another file. A value naming no path here (a Hub id) is left as it is."""
-    here = Path(cwd) if cwd is not None else Path.cwd()
     out = dict(env_kwargs)
     for key in PATH_ENV_ARGS:
-        value = out.get(key)
-        if isinstance(value, (str, os.PathLike)) and not Path(value).expanduser().is_absolute() and (here / value).exists():
-            out[key] = str((here / value).resolve())
+        if isinstance(out.get(key), (str, os.PathLike)):
+            out[key] = absolute_if_here(out[key], cwd)
     return out
+
+
+def absolute_if_here(value: str | os.PathLike[str], cwd: str | os.PathLike[str] | None = None) -> Any:
+    """`value` as the absolute path it names when it is a relative path that exists here (in `cwd`), else as given
+    (an absolute path, a Hub id, a built-in model's name)."""
+    path = Path(value).expanduser()
+    here = Path(cwd) if cwd is not None else Path.cwd()
+    return str((here / path).resolve()) if not path.is_absolute() and (here / path).exists() else value
 
 
 def forwarded_env(env_kwargs: Mapping[str, Any], environ: Mapping[str, str] | None = None) -> dict[str, str]:
