@@ -686,6 +686,7 @@ def test_readme_local_cluster_train_command_runs(local_ray, tmp_path, capsys):
     run_dir = Path(json.loads(capsys.readouterr().out.strip().splitlines()[-1])["run_dir"])
     metrics = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert metrics[-1]["update/shared/optimizer_steps"] >= 1 and "perf/publish_s" in metrics[-1]
+    assert metrics[-1]["perf/generate_s"] > 0 and metrics[-1]["perf/env_s"] > 0  # the workers' parts of the step
     config = json.loads((run_dir / "config.json").read_text())
     assert config["cluster"]["rollout_workers"] == 2 and config["cluster"]["trainer_ranks"] == 2
     assert config["cluster"]["engines"] == 0 and ClusterConfig(**config["cluster"]).engine_actors == 1  # saved as given

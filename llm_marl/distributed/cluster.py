@@ -28,9 +28,9 @@ from typing import Any
 
 import numpy as np
 
-from . import require_ray
 from llm_marl.policies import adapter_tensors, changed_adapters
 
+from . import require_ray
 from .actors import EngineActor, RolloutWorker, TrainerRank, TrainerSpec, load_adapter_tensors
 from .config import ClusterConfig, ClusterError
 from .pool import RayEnginePool
