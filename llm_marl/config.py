@@ -89,6 +89,8 @@ class OptimConfig:
                                    "stay together; 0: the whole minibatch at once")
     clip_eps: float = opt(0.2, "PPO clip range epsilon (low side)")
     clip_eps_high: float = opt(0.2, "PPO clip range on the high side")
+    dual_clip: float = opt(3.0, "dual-clip PPO's c (verl's clip_ratio_c): a negative advantage's loss is at most c times its "
+                                "size, so a huge importance ratio cannot dominate its step; 0: plain PPO-clip")
     share_prompts: bool = opt(True, "run a prompt shared by several replies (a decision's K candidates) once per minibatch in the update; exact, only faster")
     gradient_checkpointing: bool = opt(False, "recompute each decoder layer's activations, and the LM head's logits, in the "
                                               "update's backward pass instead of keeping them (less memory for long replies, more "
@@ -113,6 +115,8 @@ class OptimConfig:
             raise ValueError(f"--grad-clip must be > 0 (inf: no clipping), got {self.grad_clip}")
         if not (0 <= self.clip_eps < 1 and self.clip_eps_high >= 0):
             raise ValueError(f"--clip-eps must be in [0, 1) and --clip-eps-high >= 0, got {self.clip_eps} and {self.clip_eps_high}")
+        if not (self.dual_clip == 0 or 1 < self.dual_clip < math.inf):  # NaN fails too
+            raise ValueError(f"--dual-clip must be > 1 and finite (0 turns it off), got {self.dual_clip}")
         if self.minibatch_size < 1 or self.epochs < 1:
             raise ValueError("--minibatch-size and --epochs must be >= 1")
         if self.micro_batch_size < 0:

@@ -1,6 +1,6 @@
 """The clipped policy-gradient loss, as a pipeline of pure tensor functions.
 
-    log-ratio (token or sequence level) -> clipped surrogate -> + β·k3 KL to the reference
+    log-ratio (token or sequence level) -> clipped surrogate (dual clip where A < 0) -> + β·k3 KL to the reference
     -> aggregation (token-mean | seq-mean | seq-sum)
 
 Shapes: B samples (rows), T response positions; `mask` [B, T] is 1 on generated tokens only
@@ -40,6 +40,9 @@ class LossConfig:
     token sum (the literal log π(a|o) of AT-GRPO Eq. 3)."""
     beta: float = 0.0
     """Weight of the k3 KL penalty to the reference policy (0 disables it; no reference pass needed)."""
+    dual_clip: float = 3.0
+    """Dual-clip PPO's c (Ye et al. 2020; verl's clip_ratio_c, default 3): where A < 0 the loss is at most c·|A|, so a
+    huge ratio cannot dominate its step (gradient 0 past ρ = c). 0 disables it (plain PPO-clip, unbounded in ρ)."""
 
     def __post_init__(self) -> None:
         if self.eps_low < 0 or self.eps_high < 0 or self.eps_low >= 1:
@@ -50,6 +53,8 @@ class LossConfig:
             raise ValueError(f"aggregation must be token-mean, seq-mean or seq-sum, got {self.aggregation!r}")
         if self.beta < 0:
             raise ValueError(f"beta must be >= 0, got {self.beta}")
+        if not (self.dual_clip == 0 or 1 < self.dual_clip < math.inf):
+            raise ValueError(f"dual_clip must be > 1 and finite (0 disables it), got {self.dual_clip}")
 
 
 def _segments(mask: torch.Tensor, segment_ids: torch.Tensor | None) -> tuple[torch.Tensor, int]:
@@ -89,22 +94,29 @@ def log_ratio(logprobs: torch.Tensor, old_logprobs: torch.Tensor, mask: torch.Te
 
 
 def clipped_surrogate(log_ratio: torch.Tensor, advantages: torch.Tensor, eps_low: float = 0.2,
-                      eps_high: float = 0.2) -> tuple[torch.Tensor, torch.Tensor]:
+                      eps_high: float = 0.2, dual_clip: float = 3.0) -> tuple[torch.Tensor, torch.Tensor]:
     """Per-token PPO-clip loss  -min(ρ·A, clip(ρ, 1-eps_low, 1+eps_high)·A),  ρ = exp(log_ratio).
 
+    With `dual_clip` c > 1 (dual-clip PPO, Ye et al. 2020), where A < 0 the loss is min(that, -c·A): bounded at c·|A|,
+    where plain PPO-clip keeps ρ·|A| for any ρ > 1 + eps_high. 0: plain PPO-clip.
     `log_ratio` [B, T]; `advantages` [B] (broadcast over tokens) or [B, T]. Returns
-    (loss [B, T], clipped [B, T] bool: where the clipped branch is active, so the gradient is 0).
+    (loss [B, T], clipped [B, T] bool: where a clipped branch is active, so the gradient is 0).
     """
     adv = advantages.unsqueeze(1) if advantages.dim() == 1 else advantages
-    # Where A >= 0 a ratio past 1 + eps_high is clipped (A > 0) or weightless (A = 0): a constant loss, gradient 0.
-    # Capping its log there keeps exp finite: a sequence-level log-ratio summed over a long trajectory can pass
-    # exp's range (88 nats in float32), and inf·0 made the loss or the whole step's gradient NaN.
-    cap = math.log1p(eps_high) + 1.0
-    ratio = torch.exp(torch.where(adv >= 0, log_ratio.clamp(max=cap), log_ratio))
+    # Where A >= 0 a ratio past 1 + eps_high is clipped (A > 0) or weightless (A = 0), and with dual clip where A < 0 a
+    # ratio past c is bounded: a constant loss, gradient 0. Capping its log there keeps exp finite: a sequence-level
+    # log-ratio summed over a long trajectory can pass exp's range (88 nats in float32), and inf·0 made the loss or the
+    # whole step's gradient NaN. The capped ratio is still past the bound, so the loss is unchanged.
+    cap_negative = math.log(dual_clip) + 1.0 if dual_clip else math.inf
+    cap = torch.where(adv >= 0, math.log1p(eps_high) + 1.0, cap_negative).to(log_ratio.dtype)
+    ratio = torch.exp(log_ratio.clamp(max=cap))
     unclipped = -ratio * adv
     clipped = -torch.clamp(ratio, 1.0 - eps_low, 1.0 + eps_high) * adv
     loss = torch.maximum(unclipped, clipped)
     active = ((ratio > 1.0 + eps_high) & (adv > 0)) | ((ratio < 1.0 - eps_low) & (adv < 0))
+    if dual_clip:
+        loss = torch.where(adv < 0, torch.minimum(loss, -dual_clip * adv), loss)
+        active = active | ((ratio > dual_clip) & (adv < 0))
     return loss, active
 
 
@@ -159,7 +171,7 @@ def policy_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: 
     """
     mask = mask.to(logprobs.dtype)
     lr = log_ratio(logprobs, old_logprobs, mask, config.ratio_level, segment_ids)
-    surrogate, clipped = clipped_surrogate(lr, advantages.to(logprobs.dtype), config.eps_low, config.eps_high)
+    surrogate, clipped = clipped_surrogate(lr, advantages.to(logprobs.dtype), config.eps_low, config.eps_high, config.dual_clip)
     agg = lambda x: aggregate(x, mask, config.aggregation, segment_ids, normalizer)  # noqa: E731
     pg = agg(surrogate)
     loss = pg

@@ -206,6 +206,8 @@ def cmd_train(args: argparse.Namespace) -> int:
                 base["cluster"] = {**saved, "engines": 0}
                 print("--rollout-workers 0: the trainer process samples with its own engine (the run's engine actor came "
                       "with its rollout workers; pass --engines 1 to keep it)", file=sys.stderr)
+            if isinstance(base.get("optim"), dict):
+                base["optim"].setdefault("dual_clip", 0.0)  # a run saved before --dual-clip trained plain PPO-clip: it keeps it
         elif args.config:
             base = _read_train_config(args.config)
             if canonical_algo(base.get("run", {}).get("algo", args.algo_id)) != args.algo_id:

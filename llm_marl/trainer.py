@@ -104,7 +104,8 @@ class TrainConfig:
     def loss(self) -> LossConfig:
         """The clipped-surrogate settings of this run (llm_marl.loss)."""
         o = self.optim
-        return LossConfig(eps_low=o.clip_eps, eps_high=o.clip_eps_high, ratio_level=o.ratio_level, aggregation=o.loss_agg, beta=o.kl_beta)
+        return LossConfig(eps_low=o.clip_eps, eps_high=o.clip_eps_high, ratio_level=o.ratio_level, aggregation=o.loss_agg,
+                          beta=o.kl_beta, dual_clip=o.dual_clip)
 
     def env_kwargs(self) -> dict[str, Any]:
         """The environment's options: the user's (or the quick defaults), then what the algorithm needs."""

@@ -143,6 +143,58 @@ def test_a_clipped_segment_with_a_huge_sequence_ratio_keeps_the_gradient_finite(
     torch.testing.assert_close(huge, expected)
 
 
+def test_dual_clip_bounds_a_negative_advantage_at_c_times_its_size():
+    """Dual-clip PPO (Ye et al. 2020): with A < 0, ρ = 10 > c = 3 gives loss c·|A| and no gradient, where plain
+    PPO-clip gives ρ·|A| = 5 and the gradient ρ·|A|; a ratio in (1 + eps, c) keeps plain PPO-clip's loss and gradient."""
+    adv = torch.tensor([-0.5, -0.5], dtype=torch.float64)
+    ratios = [10.0, 2.0]
+    lr = torch.log(torch.tensor([[r] for r in ratios], dtype=torch.float64)).requires_grad_()
+    loss, active = clipped_surrogate(lr, adv, 0.2, 0.2, dual_clip=3.0)
+    loss.sum().backward()
+    assert loss[:, 0].tolist() == pytest.approx([3.0 * 0.5, 2.0 * 0.5])
+    assert lr.grad[:, 0].tolist() == pytest.approx([0.0, 2.0 * 0.5])  # d(ρ·|A|)/d log ρ = ρ·|A|
+    assert active[:, 0].tolist() == [True, False]  # the dual-clipped token has gradient 0: it counts in clip_frac
+    plain = lr.detach().clone().requires_grad_()
+    loss, active = clipped_surrogate(plain, adv, 0.2, 0.2, dual_clip=0.0)
+    loss.sum().backward()
+    assert loss[:, 0].tolist() == pytest.approx([10.0 * 0.5, 2.0 * 0.5])
+    assert plain.grad[:, 0].tolist() == pytest.approx([10.0 * 0.5, 2.0 * 0.5])
+    assert not active.any()
+
+
+def test_dual_clip_is_on_by_default_and_counted_in_the_clip_fraction():
+    logp = torch.zeros(1, 2, dtype=torch.float64, requires_grad=True)
+    old = torch.tensor([[-math.log(10.0), -math.log(2.0)]], dtype=torch.float64)  # token ratios 10 and 2
+    loss, metrics = policy_loss(logp, old, torch.tensor([-1.0], dtype=torch.float64), torch.ones(1, 2, dtype=torch.float64))
+    loss.backward()
+    assert LossConfig().dual_clip == 3.0
+    assert loss.item() == pytest.approx((3.0 + 2.0) / 2)
+    assert logp.grad[0].tolist() == pytest.approx([0.0, 2.0 / 2])
+    assert metrics["loss/clip_frac"] == pytest.approx(0.5)
+    with pytest.raises(ValueError, match="dual_clip must be > 1"):
+        LossConfig(dual_clip=1.0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_a_negative_advantage_with_a_huge_sequence_ratio_gives_a_finite_loss_and_gradient(dtype):
+    """A trajectory's summed log-ratio of 200 nats (past exp's range in float32) with A < 0: dual clip bounds its loss at
+    c·|A| with gradient 0, where plain PPO-clip's loss was inf and the step's gradient not finite; the other segment's
+    gradient is kept."""
+    cfg = LossConfig(ratio_level="sequence", aggregation="seq-mean")
+    mask = torch.ones(2, 4, dtype=dtype)
+    adv = torch.tensor([-0.5, 1.0], dtype=dtype)
+    logp = torch.full((2, 4), -1.0, dtype=dtype, requires_grad=True)
+    old = torch.full((2, 4), -1.0, dtype=dtype)
+    old[0] -= 200.0 / 4  # segment 0's log-ratio sums to 200
+    loss, metrics = policy_loss(logp, old, adv, mask, cfg)
+    loss.backward()
+    assert math.isfinite(loss.item()) and loss.item() == pytest.approx((3.0 * 0.5 - 1.0) / 2)
+    assert torch.isfinite(logp.grad).all()
+    assert logp.grad[0].tolist() == [0.0] * 4
+    assert logp.grad[1].tolist() == pytest.approx([-0.5] * 4)  # ratio 1: -A/S for each of its tokens
+    assert metrics["loss/clip_frac"] == pytest.approx(0.5)
+
+
 def test_k3_kl_is_nonnegative_and_pulls_toward_the_reference():
     logp = torch.tensor([[0.0, -1.0, -2.0]], dtype=torch.float64, requires_grad=True)
     ref = torch.tensor([[-0.3, -1.0, -1.5]], dtype=torch.float64)

@@ -85,3 +85,16 @@ def test_the_cli_records_the_resolved_settings(tmp_path):
     assert "(default: 'seq-mean')" in " ".join(help_text.split())
     saved = TrainConfig(run=RunConfig(algo="matpo")).to_dict()
     assert json.loads(json.dumps(saved))["optim"]["loss_agg"] == "seq-mean"
+
+
+def test_dual_clip_reaches_the_loss_from_the_cli_and_from_python():
+    """On by default at verl's c = 3 for every algorithm; `--dual-clip 0` is plain PPO-clip."""
+    from llm_marl.cli import build_parser
+    from llm_marl.config import from_args
+
+    for algo in sorted(ALGORITHMS):
+        assert TrainConfig(run=RunConfig(algo=algo, env="deep_search" if algo == "sharp" else "plan_path")).loss.dual_clip == 3.0
+    assert TrainConfig(optim=OptimConfig(dual_clip=0.0)).loss.dual_clip == 0.0
+    argv = ["train", "--env", "plan_path", "--dual-clip", "0"]
+    args = build_parser(argv).parse_args(argv)
+    assert TrainConfig(optim=from_args(OptimConfig, args)).loss.dual_clip == 0.0

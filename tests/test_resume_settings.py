@@ -188,3 +188,15 @@ def test_a_resume_with_rollout_workers_0_samples_in_the_trainer_process(tmp_path
     err = capsys.readouterr().err
     assert ("pass --engines 1 to keep it" in err) == (saved_engines == 1)
     assert json.loads((run / "config.json").read_text())["cluster"]["engines"] == 0
+
+
+def test_a_run_saved_before_dual_clip_resumes_with_plain_ppo_clip(tmp_path, capsys):
+    """--dual-clip's default (3) came after such runs: their objective was plain PPO-clip, which a resume keeps."""
+    run = tmp_path / "r"
+    assert main(["train", "--algo", "at-grpo", *ARGS, "--steps", "1", "--out-dir", str(tmp_path), "--run-name", "r"]) == 0
+    config = json.loads((run / "config.json").read_text())
+    assert config["optim"].pop("dual_clip") == 3.0
+    (run / "config.json").write_text(json.dumps(config))
+    assert main(["train", "--resume", str(run), "--steps", "2", "--no-progress"]) == 0
+    assert "had: run.steps 1 -> 2 (config.json" in capsys.readouterr().err  # dual_clip is no change
+    assert json.loads((run / "config.json").read_text())["optim"]["dual_clip"] == 0.0

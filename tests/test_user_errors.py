@@ -643,6 +643,8 @@ def test_train_with_damaged_init_adapter_weights(capsys, tiny_adapters, tmp_path
     (["--grad-clip", "0"], "--grad-clip must be > 0 (inf: no clipping)"),
     (["--clip-eps", "-0.1"], "--clip-eps must be in [0, 1)"),
     (["--clip-eps-high", "-1"], "--clip-eps-high >= 0"),
+    (["--dual-clip", "1"], "--dual-clip must be > 1 and finite (0 turns it off), got 1.0"),
+    (["--dual-clip", "nan"], "--dual-clip must be > 1 and finite (0 turns it off), got nan"),
     (["--temperature", "nan"], "--temperature must be > 0 and finite"),
     (["--temperature", "inf"], "--temperature must be > 0 and finite"),
     (["--lora-alpha", "0"], "--lora-alpha must be > 0"),
