@@ -39,7 +39,7 @@ import numpy as np
 import torch
 
 from llm_marl.advantage import AdvantageConfig
-from llm_marl.algorithms import Algorithm, assign_advantages
+from llm_marl.algorithms import Algorithm, assign_advantages, listed, nonfinite_steps
 from llm_marl.algorithms import get as get_algorithm
 from llm_marl.config import ModelConfig, OptimConfig, RunConfig, SamplingConfig, quick_env_args
 from llm_marl.credit.dpo import dpo_loss
@@ -208,20 +208,28 @@ def step_metrics(out: Rollout) -> dict[str, float]:
         "episode/steps": float(np.mean([ep.steps for ep in episodes])) if episodes else 0.0,
         "episode/count": float(len(episodes)),
     }
+    # A reward that is NaN or inf would make its mean so and hide the step on every plot: the means are of the finite
+    # values, and reward/nonfinite/<role> counts the steps left out. (One that a credit reads stops the step instead.)
     by_role: dict[str, list[float]] = defaultdict(list)
     for ep in episodes:
         for role, value in ep.returns.items():
             by_role[role].append(value)
     for role, values in sorted(by_role.items()):
-        metrics[f"reward/return/{role}"] = float(np.mean(values))
+        finite = [v for v in values if math.isfinite(v)]
+        if finite:
+            metrics[f"reward/return/{role}"] = float(np.mean(finite))
     fields: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    nonfinite: dict[str, int] = defaultdict(int)
     replay_ids = {ep.episode_id for ep in out.episodes if ep.counterfactual is not None}
     for s in out.samples:
         if s.episode_id in replay_ids:
             continue  # counterfactual replays are not the policy's play
-        fields[s.role]["reward"].append(s.reward)
-        fields[s.role]["team_reward"].append(float(s.info.get("team_reward", 0.0)))
-        fields[s.role]["local_reward"].append(float(s.info.get("local_reward", 0.0)))
+        rewards = {"reward": s.reward, "team_reward": float(s.info.get("team_reward", 0.0)),
+                   "local_reward": float(s.info.get("local_reward", 0.0))}
+        for key, value in rewards.items():
+            if math.isfinite(value):
+                fields[s.role][key].append(value)
+        nonfinite[s.role] += not all(map(math.isfinite, rewards.values()))
         # A reply cut off by --max-new-tokens is counted as truncated, and one that a prompt longer than the model's
         # context window left empty as context_overflow: neither is a format error.
         truncated, overflow = s.finish_reason == "length", s.finish_reason == "context"
@@ -232,9 +240,22 @@ def step_metrics(out: Rollout) -> dict[str, float]:
     for role, values in sorted(fields.items()):
         for key, xs in values.items():
             metrics[f"reward/{key}/{role}" if key != "response_tokens" else f"perf/response_tokens/{role}"] = float(np.mean(xs))
+        if nonfinite[role]:
+            metrics[f"reward/nonfinite/{role}"] = float(nonfinite[role])
     for key, value in out.stats.items():
         metrics[f"rollout/{key}"] = float(value)
     return metrics
+
+
+def nonfinite_messages(out: Rollout) -> list[str]:
+    """The environment's NaN or inf rewards and numeric infos of the step, in words (none: []). No credit read them
+    (assign_advantages refuses a non-finite credit, naming its steps), so the step trained; its reward metrics left them out."""
+    steps = nonfinite_steps(out.samples)
+    if not steps:
+        return []
+    return [f"the environment returned non-finite values, which no credit reads, at {listed(steps)}: the reward metrics "
+            "average the finite values (reward/nonfinite/<role> counts the steps left out). An environment's rewards and "
+            "infos must be finite numbers"]
 
 
 def trajectory_records(out: Rollout) -> list[dict[str, Any]]:
@@ -520,8 +541,9 @@ def _train(config: TrainConfig, resume: str | None, log: Any, engine_factory: An
             steps.set_postfix(postfix(metrics))
             if not bars:
                 say(step_line(step, run_cfg.steps, metrics))
-            for message in step_messages(metrics, list(policy.adapters), hints, env=run_cfg.env,
-                                         warm_started=bool(config.model.init_adapters), previous=previous):
+            for message in nonfinite_messages(out) + step_messages(metrics, list(policy.adapters), hints, env=run_cfg.env,
+                                                                   warm_started=bool(config.model.init_adapters),
+                                                                   previous=previous):
                 say(f"step {step}: {message}")
             previous = metrics
         stage = "saving the final adapters"

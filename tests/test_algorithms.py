@@ -274,6 +274,48 @@ def test_a_non_finite_environment_reward_is_refused_naming_the_task_and_step():
         assign_advantages(out, algo, config)
 
 
+class NanLocalRewardPlanPath(plan_path_v2.raw_env):
+    """An environment bug in a value GRPO's credit (the step rewards) does not read: every local_reward info is NaN."""
+
+    def step(self, action):
+        agent = self.agent_selection
+        super().step(action)
+        self.infos[agent]["local_reward"] = float("nan")
+
+
+@pytest.mark.parametrize("env_cls, algo_id, field", [(NanLocalRewardPlanPath, "grpo", "local_reward"),
+                                                     (NanRewardPlanPath, "at-grpo", "reward")])
+def test_a_non_finite_reward_no_credit_reads_is_left_out_of_the_metrics_counted_and_named(env_cls, algo_id, field):
+    """GRPO reads the step rewards, not local_reward; AT-GRPO (Eq. 4) reads team_reward and local_reward, not the step
+    reward. The step trains, and its metrics stay finite: a NaN mean would hide the step on every plot."""
+    from llm_marl.trainer import nonfinite_messages, step_metrics
+
+    algo = get(algo_id)
+    if algo_id == "grpo":
+        config = algo.config_cls(G=3)
+        engine = ScriptedEngine(lambda req, k: GRPO_SCRIPT["pp/" + req.tag.episode_id.rsplit("/", 1)[1]][req.tag.step])
+        mode, sigma = "planner", (lambda role: None)
+    else:
+        config, engine, mode, sigma = algo.config_cls(K=2, alpha=1.0), ScriptedEngine(tree_reply), "mas", {"tool": "tool", "planner": "planner"}
+    tasks = [Task("plan_path/train/7", partial(env_cls, mode=mode, max_turns=2), seed=0, options={"instance": INSTANCE})]
+    out = rollout(tasks, algo.sampling_plan(config), engine, sigma=sigma, sampling=SamplingParams(temperature=1.0, seed=0))
+    metrics = step_metrics(out)
+    metrics.update(assign_advantages(out, algo, config))  # no credit reads the NaN: no error
+    assert all(math.isfinite(v) for v in metrics.values())
+    played = defaultdict(int)
+    for s in out.samples:
+        played[s.role] += 1
+    for role, steps in played.items():
+        assert metrics[f"reward/nonfinite/{role}"] == steps
+        assert f"reward/{field}/{role}" not in metrics  # no finite value to average
+        assert metrics[f"reward/team_reward/{role}"] == pytest.approx(
+            statistics.mean(s.info["team_reward"] for s in out.samples if s.role == role))
+    (message,) = nonfinite_messages(out)
+    assert message.startswith("the environment returned non-finite values, which no credit reads, at ")
+    assert "'s step 0 on plan_path/train/7" in message and f"({field} nan)" in message
+    assert "reward/nonfinite/<role> counts the steps left out" in message
+
+
 def test_registry_ids_and_errors():
     assert set(ALGORITHMS) == {"grpo", "at-grpo", "matpo", "mhgpo", "sharp"}
     assert get("AT_GRPO").id == "at-grpo"

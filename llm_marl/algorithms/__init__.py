@@ -185,22 +185,33 @@ def assign_advantages(rollout: Rollout, algorithm: Algorithm | str, config: Any,
 
 
 def _nonfinite_steps(rollout: Rollout, task_id: str) -> str:
-    """Why a credit of `task_id` is not finite, when its environment said so: the steps whose reward or
-    numeric infos are NaN or inf (a credit reads them, on its own line of play or on its replays)."""
+    """Why a credit of `task_id` is not finite, when its environment said so (a credit reads its steps, on its own line
+    of play or on its replays)."""
+    steps = nonfinite_steps(rollout.samples, task_id)
+    if not steps:
+        return ""
+    return (f": the environment returned non-finite values at {listed(steps)}. An environment's rewards and infos must be "
+            "finite numbers")
+
+
+def nonfinite_steps(samples: list[Sample], task_id: str | None = None) -> list[str]:
+    """The steps (of `task_id`, or all) whose reward or numeric infos are NaN or inf, each as
+    "planner's step 0 on plan_path/train/7/g0 (reward nan)"."""
     steps = []
-    for t in rollout.samples:
-        if t.task_id != task_id:
+    for t in samples:
+        if task_id is not None and t.task_id != task_id:
             continue
         bad = [] if math.isfinite(t.reward) else [f"reward {t.reward}"]
         bad += [f"{k} {v}" for k, v in t.info.items()
                 if isinstance(v, (int, float)) and not isinstance(v, bool) and not math.isfinite(v)]
         if bad:
             steps.append(f"{t.role}'s step {t.step} on {t.episode_id} ({', '.join(bad)})")
-    if not steps:
-        return ""
-    shown = "; ".join(steps[:3]) + (f"; and {len(steps) - 3} more" if len(steps) > 3 else "")
-    return (f": the environment returned non-finite values at {shown}. An environment's rewards and infos must be "
-            "finite numbers")
+    return steps
 
 
-__all__ = ["ALGORITHMS", "Algorithm", "AlgorithmEntry", "assign_advantages", "get"]
+def listed(steps: list[str]) -> str:
+    """The first three of `steps`, and how many more."""
+    return "; ".join(steps[:3]) + (f"; and {len(steps) - 3} more" if len(steps) > 3 else "")
+
+
+__all__ = ["ALGORITHMS", "Algorithm", "AlgorithmEntry", "assign_advantages", "get", "listed", "nonfinite_steps"]
