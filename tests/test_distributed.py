@@ -367,7 +367,7 @@ def test_an_engine_dying_under_the_drivers_own_rollout_is_restarted_or_fails_the
 
 
 def environment_reply(request: GenerationRequest, k: int) -> str:
-    return f"{os.environ.get('OPENAI_API_KEY', 'unset')} {os.environ.get('PYTHONPATH', 'unset')}"
+    return f"{os.environ.get('OPENAI_API_KEY', 'unset')} {os.environ.get('OMP_NUM_THREADS', 'unset')}"
 
 
 def scripted_environment() -> ScriptedEngine:
@@ -386,9 +386,9 @@ def test_api_keys_reach_actors_that_did_not_start_with_them(local_ray, monkeypat
     with ClusterRun(ClusterConfig(engines=1, cpus_per_actor=CPU, remote_timeout_s=120), None, engine_factory=scripted_environment,
                     log=said.append, env_vars=forwarded_env({})) as scale:
         [result] = scale.engine.generate([GenerationRequest([{"role": "user", "content": "key?"}])], SamplingParams())
-    key, pythonpath = result.completions[0].text.split(" ")
+    key, threads = result.completions[0].text.split(" ")
     assert key == "sk-forwarded-for-this-test"
-    assert pythonpath == os.environ.get("PYTHONPATH", "unset")  # the job's own runtime_env variables still apply
+    assert threads == "1"  # the job's own runtime_env variables (local_ray's OMP_NUM_THREADS) still apply
     assert "OPENAI_API_KEY set in each" in said[-1] and "sk-forwarded" not in " ".join(said)
 
 
