@@ -6,6 +6,7 @@ trained adapters, `api` for an OpenAI-compatible endpoint, `scripted` in tests.
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Mapping
 from typing import Any
@@ -91,6 +92,8 @@ def evaluate(engine: Engine, env: str, *, n: int | None = None, split: str = "te
     - `format_error_rate[role]`: replies that ended normally but did not follow the answer format;
       `truncated_rate[role]`: replies cut off at `max_new_tokens` (not counted as format errors);
       `context_overflow_rate[role]`: prompts longer than the model's context window, left without a reply.
+    - `nonfinite_rewards[role]`: replies whose reward, team_reward or local_reward was NaN or inf (an environment
+      bug); the means above are of the finite values, and a role with none has no `mean_reward` or `mean_return`.
 
     `on_wave` is the rollout's progress callback (`llm_marl.rollout.rollout`).
 
@@ -117,25 +120,33 @@ def evaluate(engine: Engine, env: str, *, n: int | None = None, split: str = "te
 def _scores(out: Any, env: str, split: str) -> dict[str, Any]:
     """`evaluate`'s result for the episodes of rollout `out` (the replies of lines of play that did not end are left out)."""
     ended = {sid for episode in out.episodes for sid in episode.sample_ids}
+    # A NaN or inf reward would make its mean so and erase the score: the means are of the finite values, and
+    # nonfinite_rewards counts the replies left out, as the trainer's step metrics do (reward/nonfinite/<role>).
     returns: dict[str, list[float]] = defaultdict(list)
     for episode in out.episodes:
         for role, value in episode.returns.items():
-            returns[role].append(value)
+            if math.isfinite(value):
+                returns[role].append(value)
     step_rewards: dict[str, list[float]] = defaultdict(list)
     format_errors: dict[str, list[float]] = defaultdict(list)
     truncated: dict[str, list[float]] = defaultdict(list)
     overflow: dict[str, list[float]] = defaultdict(list)
     turns: dict[str, int] = {}
+    nonfinite: dict[str, int] = defaultdict(int)
     for sample in out.samples:
         if sample.sample_id not in ended:
             continue
         cut, no_room = sample.finish_reason == "length", sample.finish_reason == "context"
-        step_rewards[sample.role].append(sample.reward)
+        if math.isfinite(sample.reward):
+            step_rewards[sample.role].append(sample.reward)
+        rewards = (sample.reward, float(sample.info.get("team_reward", 0.0)), float(sample.info.get("local_reward", 0.0)))
+        nonfinite[sample.role] += not all(map(math.isfinite, rewards))
         truncated[sample.role].append(float(cut))
         overflow[sample.role].append(float(no_room))
         format_errors[sample.role].append(float(sample.info.get("parse_error") is not None and not cut and not no_room))
         turns[sample.episode_id] = max(turns.get(sample.episode_id, 0), sample.turn + 1)
     final_team = [float(out.samples[ep.sample_ids[-1]].info.get("team_reward", 0.0)) for ep in out.episodes if ep.sample_ids]
+    final_team = [x for x in final_team if math.isfinite(x)]
     mean = lambda xs: sum(xs) / len(xs) if xs else 0.0  # noqa: E731
     return {
         "env": env,
@@ -148,6 +159,7 @@ def _scores(out: Any, env: str, split: str) -> dict[str, Any]:
         "format_error_rate": {role: mean(v) for role, v in sorted(format_errors.items())},
         "truncated_rate": {role: mean(v) for role, v in sorted(truncated.items())},
         "context_overflow_rate": {role: mean(v) for role, v in sorted(overflow.items())},
+        "nonfinite_rewards": {role: count for role, count in sorted(nonfinite.items()) if count},
         "mean_turns": mean(list(turns.values())),
         "replies": len(ended),
         "cut_episodes": int(out.stats.get("cut_episodes", 0)),

@@ -92,6 +92,31 @@ def test_a_truncated_reply_is_labelled_truncated_not_a_format_error():
     assert result["truncated_rate"]["tool"] == 1.0 and result["format_error_rate"]["tool"] == 0.0
 
 
+def test_eval_leaves_a_non_finite_reward_out_of_its_means_and_counts_it(monkeypatch):
+    """An environment bug in one episode (seed 0: NaN reward and team_reward) made every mean NaN; the means are now
+    those of the other episodes, and nonfinite_rewards counts the replies left out."""
+    import llm_marl_envs.registry as registry
+    from llm_marl_envs import plan_path_v2
+
+    class NanOnSeed0(plan_path_v2.raw_env):
+        def step(self, action):
+            agent = self.agent_selection
+            super().step(action)
+            if self.instance_seed == 0:
+                self.rewards[agent] = float("nan")
+                self.infos[agent]["team_reward"] = float("nan")
+
+    engine = ScriptedEngine(lambda request, k: "#### [R]")
+    clean = evaluate(engine, "plan_path", n=2, seed=1, env_kwargs=QUICK)  # seeds 1 and 2
+    real = registry.make_raw
+    monkeypatch.setattr(registry, "make_raw", lambda name, **kw: NanOnSeed0(**kw) if name == "plan_path" else real(name, **kw))
+    result = evaluate(engine, "plan_path", n=3, seed=0, env_kwargs=QUICK)  # seeds 0, 1 and 2
+    means = ("mean_reward", "final_team_reward", "mean_return")
+    assert {k: result[k] for k in means} == {k: clean[k] for k in means}
+    assert result["nonfinite_rewards"] == {"planner": 1, "tool": 1} and clean["nonfinite_rewards"] == {}
+    json.dumps(result, allow_nan=False)  # every number finite
+
+
 def test_grpo_group_without_variance_is_counted():
     tasks = make_tasks("plan_path", [0], env_kwargs={**QUICK, "mode": "planner"})
     out = rollout(tasks, parallel(3), ScriptedEngine(lambda r, k: "no answer"), sampling=SamplingParams(seed=0))
