@@ -4,6 +4,7 @@ optimiser step, and a reply cut off by the token limit are all reported, in metr
 from __future__ import annotations
 
 import json
+from functools import partial
 
 import pytest
 
@@ -11,9 +12,10 @@ from llm_marl.algorithms import assign_advantages, get
 from llm_marl.engines.base import Completion, SamplingParams
 from llm_marl.engines.scripted import ScriptedEngine
 from llm_marl.evaluate import evaluate
-from llm_marl.rollout import make_tasks, parallel, rollout
+from llm_marl.rollout import Task, make_tasks, parallel, rollout
 from llm_marl.signal import groups_with_variance, run_counts, signal_metrics, step_messages
 from llm_marl.trainer import step_metrics, trajectory_records
+from llm_marl_envs import plan_path_v2
 
 QUICK = {"height": 4, "width": 4, "wall_density": 0.15, "min_path_length": 2, "max_path_length": 4, "max_turns": 1}
 
@@ -92,19 +94,22 @@ def test_a_truncated_reply_is_labelled_truncated_not_a_format_error():
     assert result["truncated_rate"]["tool"] == 1.0 and result["format_error_rate"]["tool"] == 0.0
 
 
+class NanOnSeed0(plan_path_v2.raw_env):
+    """An environment bug in the episode of seed 0: NaN reward and team_reward, an infinite local term."""
+
+    def step(self, action):
+        agent = self.agent_selection
+        super().step(action)
+        if self.instance_seed == 0:
+            self.rewards[agent] = float("nan")
+            self.infos[agent]["team_reward"] = float("nan")
+            self.infos[agent]["local_terms"] = {**self.infos[agent]["local_terms"], "fmt": float("inf")}
+
+
 def test_eval_leaves_a_non_finite_reward_out_of_its_means_and_counts_it(monkeypatch):
     """An environment bug in one episode (seed 0: NaN reward and team_reward) made every mean NaN; the means are now
     those of the other episodes, and nonfinite_rewards counts the replies left out."""
     import llm_marl_envs.registry as registry
-    from llm_marl_envs import plan_path_v2
-
-    class NanOnSeed0(plan_path_v2.raw_env):
-        def step(self, action):
-            agent = self.agent_selection
-            super().step(action)
-            if self.instance_seed == 0:
-                self.rewards[agent] = float("nan")
-                self.infos[agent]["team_reward"] = float("nan")
 
     engine = ScriptedEngine(lambda request, k: "#### [R]")
     clean = evaluate(engine, "plan_path", n=2, seed=1, env_kwargs=QUICK)  # seeds 1 and 2
@@ -115,6 +120,31 @@ def test_eval_leaves_a_non_finite_reward_out_of_its_means_and_counts_it(monkeypa
     assert {k: result[k] for k in means} == {k: clean[k] for k in means}
     assert result["nonfinite_rewards"] == {"planner": 1, "tool": 1} and clean["nonfinite_rewards"] == {}
     json.dumps(result, allow_nan=False)  # every number finite
+
+
+def _refuse(constant):
+    raise ValueError(f"{constant} is not JSON")
+
+
+def test_a_trajectories_file_is_json_with_a_non_finite_reward_as_null(tmp_path):
+    """A NaN reward no credit reads lets the step train; its trajectories file held a bare NaN (and Infinity), which
+    jq, JavaScript and strict parsers refuse. Now null, which the run report shows as a missing value."""
+    from llm_marl.report import sample_rows
+    from llm_marl.runs import RunDir
+
+    tasks = [Task("plan_path/train/0", partial(NanOnSeed0, **QUICK), seed=0, options={"split": "train"})]
+    out = rollout(tasks, parallel(1), ScriptedEngine(lambda request, k: "#### [R]"), sampling=SamplingParams(seed=0))
+    run = RunDir.create(tmp_path, "plan_path", "grpo", 0)
+    run.write_trajectories(1, trajectory_records(out))
+    lines = (run.path / "trajectories" / "step_000001.jsonl").read_text().splitlines()
+    records = [json.loads(line, parse_constant=_refuse) for line in lines]
+    assert len(records) == len(out.samples) == 2
+    for record in records:
+        assert record["reward"] is None and record["info"]["team_reward"] is None
+        terms = record["info"]["local_terms"]
+        assert terms.pop("fmt") is None and terms and all(isinstance(v, float) for v in terms.values())
+        assert isinstance(record["info"]["local_reward"], float) and record["text"] == "#### [R]"
+    assert "<td>–</td>" in sample_rows("run", run.path)  # the project's reader shows a missing reward
 
 
 def test_grpo_group_without_variance_is_counted():
