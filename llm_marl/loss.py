@@ -23,6 +23,8 @@ import torch
 
 RatioLevel = Literal["token", "sequence"]
 Aggregation = Literal["token-mean", "seq-mean", "seq-sum"]
+RATIO_MAX_LOGGED = float(torch.finfo(torch.float32).max)
+"""The largest `loss/ratio_max` logged: a ratio that overflowed is logged as this, not inf."""
 
 
 @dataclass(frozen=True)
@@ -190,7 +192,11 @@ def policy_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: 
         # KL(π_old || π_θ) from samples of π_old: (ρ - 1) - log ρ per token (CleanRL's approx_kl).
         metrics["loss/approx_kl"] = float((kl_k3(old_logprobs, logprobs.detach()) * mask).sum() / n)
         metrics["loss/ratio_mean"] = float((ratio * mask).sum() / n)
-        metrics["loss/ratio_max"] = float(ratio.masked_fill(mask == 0, float("-inf")).max()) if mask.any() else 1.0
+        # A ratio past exp's range (a sequence-level log-ratio over 88 nats in float32) is logged as float32's largest
+        # value, not inf: it still reads as an overflow, stays a number on the plots, and the ranks' max (taken in
+        # float32) stays finite. Metric only: the loss caps its own ratio (clipped_surrogate).
+        top = float(ratio.masked_fill(mask == 0, float("-inf")).max()) if mask.any() else 1.0
+        metrics["loss/ratio_max"] = min(top, RATIO_MAX_LOGGED)
         if entropy is not None:
             metrics["loss/entropy"] = float((entropy.detach() * mask).sum() / n)
     return loss, metrics

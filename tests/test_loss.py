@@ -195,6 +195,23 @@ def test_a_negative_advantage_with_a_huge_sequence_ratio_gives_a_finite_loss_and
     assert metrics["loss/clip_frac"] == pytest.approx(0.5)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_ratio_max_of_an_overflowing_ratio_is_the_largest_float32_not_inf(dtype):
+    """A sequence-level log-ratio of 1000 nats (past exp's range in float32 and float64) logged loss/ratio_max inf;
+    now float32's largest value, and the loss is what it was. A ratio in range is logged as it is."""
+    cfg = LossConfig(ratio_level="sequence", aggregation="seq-mean")
+    mask = torch.ones(2, 4, dtype=dtype)
+    adv = torch.tensor([-0.5, 1.0], dtype=dtype)
+    logp = torch.full((2, 4), -1.0, dtype=dtype)
+    old = torch.full((2, 4), -1.0, dtype=dtype)
+    old[0] -= 1000.0 / 4  # segment 0's log-ratio sums to 1000
+    loss, metrics = policy_loss(logp, old, adv, mask, cfg)
+    assert metrics["loss/ratio_max"] == float(torch.finfo(torch.float32).max)
+    assert loss.item() == pytest.approx((3.0 * 0.5 - 1.0) / 2)  # dual clip bounds segment 0 at c·|A|
+    old[0] = -1.0 - math.log(5.0) / 4  # a ratio of 5
+    assert policy_loss(logp, old, adv, mask, cfg)[1]["loss/ratio_max"] == pytest.approx(5.0)
+
+
 def test_k3_kl_is_nonnegative_and_pulls_toward_the_reference():
     logp = torch.tensor([[0.0, -1.0, -2.0]], dtype=torch.float64, requires_grad=True)
     ref = torch.tensor([[-0.3, -1.0, -1.5]], dtype=torch.float64)
