@@ -318,12 +318,13 @@ def _sft_transcripts(config: Any) -> tuple[list[dict[str, Any]], list[dict[str, 
     # The CLI is the application layer: it may use agents/ (the trainer modules never do).
     from agents.demonstrations import NO_ANSWER, oracle_demonstrations
     from llm_marl.config import quick_env_args
-    from llm_marl.sft import read_transcripts
+    from llm_marl.sft import check_demo_splits, read_transcripts
     from llm_marl_envs.registry import get as get_env
 
     name = get_env(config.env).name
     env_kwargs = quick_env_args(name, config.env_args)
     _check_oracle(name, env_kwargs, config)
+    check_demo_splits(name, env_kwargs, config)
     episodes: dict[str, dict[str, Any]] = {}
 
     def demos(n: int, split: str, noise: float) -> list[dict[str, Any]]:

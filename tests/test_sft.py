@@ -196,6 +196,30 @@ def test_an_oracle_refusing_the_envs_problems_blames_them_not_the_oracle_arg(tmp
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("empty, flags, fix", [
+    ("train", ["--demos", "2", "--heldout-demos", "0"], "transcripts of your own with --data (sft plays its --demos episodes"),
+    ("val", ["--demos", "2", "--heldout-demos", "1"], "--heldout-demos 0 (sft plays its --heldout-demos episodes")])
+def test_a_dataset_with_no_problems_in_a_demo_split_is_one_line_before_any_episode(tmp_path, capsys, monkeypatch, empty, flags, fix):
+    """A dataset with no row in the split the demonstrations are played on failed every episode on its own, and the
+    error repeated the environment's for each seed ("no train episode of math gave a demonstration (seeds 0..1): they
+    failed (seed 0: ValueError: the dataset has no 'train' problems ...; seed 1: ..."). Now train's up-front check."""
+    from llm_marl_envs.core.instances import split_of
+    from llm_marl_envs.math.datasets import load_dataset
+
+    monkeypatch.setattr(PolicySet, "from_pretrained", classmethod(lambda *a, **k: pytest.fail("a model was loaded")))
+    every = tmp_path / "every.jsonl"
+    every.write_text("".join(json.dumps({"question": f"What is {i} plus 2?", "answer": f"#### {i + 2}"}) + "\n" for i in range(40)))
+    rows = every.read_text().splitlines()
+    kept = [row for row, problem in zip(rows, load_dataset(every)) if split_of(problem.key()) != empty][:5]
+    data = tmp_path / "data.jsonl"
+    data.write_text("".join(row + "\n" for row in kept))
+    assert main(["sft", "--env", "math", "--env-arg", f"dataset={data}", *flags, "--model", "tiny-random",
+                 "--out-dir", str(tmp_path / "runs")]) == 2
+    assert capsys.readouterr().err == (f"llm-marl: error: math's dataset has 5 rows, none of them in the {empty!r} split: use "
+                                       f"a larger dataset, or pass {fix} on the {empty} split)\n")
+    assert not (tmp_path / "runs").exists()
+
+
 def test_an_env_given_by_its_pettingzoo_id_names_the_run_by_the_env(tmp_path):
     """Its '/' once made a folder llm_marl/ under --out-dir, holding PlanPath-v2__sft__0__<time>."""
     assert main(["sft", "--env", "llm_marl/PlanPath-v2", *TINY_ARGS, "--model", "tiny-random", "--demos", "1", "--heldout-demos", "0",
