@@ -21,6 +21,13 @@ from typing import Any, Literal
 import yaml
 
 
+def check_at_least(*checks: tuple[str, float, float]) -> None:
+    """A ValueError naming the first flag, and its value, of `checks` ((flag, value, least) each) below its least."""
+    for flag, value, least in checks:
+        if not value >= least:
+            raise ValueError(f"{flag} must be >= {least}, got {value}")
+
+
 def opt(default: Any, help: str, **kw: Any) -> Any:
     """A config field with its help text."""
     if isinstance(default, (dict, list)):
@@ -117,8 +124,7 @@ class OptimConfig:
             raise ValueError(f"--clip-eps must be in [0, 1) and --clip-eps-high >= 0, got {self.clip_eps} and {self.clip_eps_high}")
         if not (self.dual_clip == 0 or 1 < self.dual_clip < math.inf):  # NaN fails too
             raise ValueError(f"--dual-clip must be > 1 and finite (0 turns it off), got {self.dual_clip}")
-        if self.minibatch_size < 1 or self.epochs < 1:
-            raise ValueError("--minibatch-size and --epochs must be >= 1")
+        check_at_least(("--minibatch-size", self.minibatch_size, 1), ("--epochs", self.epochs, 1))
         if self.micro_batch_size < 0:
             raise ValueError(f"--micro-batch-size must be >= 0 (0: the whole minibatch at once), got {self.micro_batch_size}")
         if self.kl_beta is not None and not 0 <= self.kl_beta < math.inf:  # NaN too: every update's loss would be NaN
@@ -165,8 +171,7 @@ class RunConfig:
         "(optional extras), or none (metrics.jsonl only)")
 
     def __post_init__(self) -> None:
-        if self.steps < 1 or self.envs_per_step < 1:
-            raise ValueError("--steps and --envs-per-step must be >= 1")
+        check_at_least(("--steps", self.steps, 1), ("--envs-per-step", self.envs_per_step, 1))
         if self.seed < 0:
             raise ValueError(f"--seed must be >= 0, got {self.seed}")
         if self.eval_episodes < 0:

@@ -245,11 +245,12 @@ def cmd_leaderboard(args: Any) -> int:
     from baselines import rows
     from llm_marl.cli import UserError, seed_arg
 
-    for flag, value, least in (("--steps", args.steps, 1), ("--n", args.n, 1), ("--max-new-tokens", args.max_new_tokens, 1),
-                               ("--warm-start-demos", args.warm_start_demos, 0)):
-        if value < least:  # checked here, not by the first row to run after hours of others
-            raise UserError(f"{flag} must be >= {least}, got {value}")
+    from llm_marl.config import check_at_least
+
     try:
+        # Checked here, not by the first row to run after hours of others.
+        check_at_least(("--steps", args.steps, 1), ("--n", args.n, 1), ("--max-new-tokens", args.max_new_tokens, 1),
+                       ("--warm-start-demos", args.warm_start_demos, 0))
         table = rows(args.env, model=args.model, engine=args.engine, steps=args.steps, n_eval=args.n)
         check_extra_args(args, table)
         seeds = [seed_arg(s.strip()) for s in args.seeds.split(",") if s.strip()]

@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from llm_marl.config import opt
+from llm_marl.config import check_at_least, opt
 
 
 @dataclass
@@ -65,8 +65,10 @@ class SFTConfig:
             raise ValueError(f"--demos must be >= 1 (or pass --data), got {self.demos}")
         if not 0.0 <= self.demo_noise < 1.0:
             raise ValueError(f"--demo-noise must be in [0, 1), got {self.demo_noise}")
-        if self.epochs < 1 or self.batch_size < 1 or self.micro_batch_size < 1 or not 0 < self.lr < math.inf or self.heldout_demos < 0:
-            raise ValueError("--epochs, --batch-size and --micro-batch-size must be >= 1, --lr > 0 and finite and --heldout-demos >= 0")
+        check_at_least(("--epochs", self.epochs, 1), ("--batch-size", self.batch_size, 1),
+                       ("--micro-batch-size", self.micro_batch_size, 1), ("--heldout-demos", self.heldout_demos, 0))
+        if not 0 < self.lr < math.inf:
+            raise ValueError(f"--lr must be > 0 and finite, got {self.lr}")
         if self.seed < 0:
             raise ValueError(f"--seed must be >= 0, got {self.seed}")
 

@@ -634,7 +634,9 @@ def test_train_with_damaged_init_adapter_weights(capsys, tiny_adapters, tmp_path
 
 # -------------------------------------------------------------------------------- values out of range
 @pytest.mark.parametrize("flags, needle", [
-    (["--steps", "0"], "--steps and --envs-per-step must be >= 1"),
+    (["--steps", "0"], "--steps must be >= 1, got 0"),  # these three said "--steps and --envs-per-step must be >= 1"
+    (["--envs-per-step", "-2"], "--envs-per-step must be >= 1, got -2"),
+    (["--epochs", "0"], "--epochs must be >= 1, got 0"),
     (["--seed", "-1"], "--seed must be >= 0, got -1"),
     (["--lr", "nan"], "--lr must be > 0 and finite, got nan"),
     (["--lr", "inf"], "--lr must be > 0 and finite, got inf"),
@@ -679,6 +681,20 @@ def test_train_values_out_of_range(capsys, no_model_loads, flags, needle):
 ])
 def test_eval_values_out_of_range(capsys, no_model_loads, flags, needle):
     one_line_error(capsys, ["eval", "--env", "plan_path", "--model", "tiny-random", "--n", "1", *flags], needle)
+
+
+@pytest.mark.parametrize("flags, needle", [
+    # Each said "--epochs, --batch-size and --micro-batch-size must be >= 1, --lr > 0 and finite and --heldout-demos >= 0".
+    (["--epochs", "0"], "--epochs must be >= 1, got 0"),
+    (["--epochs", "-3"], "--epochs must be >= 1, got -3"),
+    (["--batch-size", "0"], "--batch-size must be >= 1, got 0"),
+    (["--micro-batch-size", "0"], "--micro-batch-size must be >= 1, got 0"),
+    (["--heldout-demos", "-1"], "--heldout-demos must be >= 0, got -1"),
+    (["--lr", "nan"], "--lr must be > 0 and finite, got nan"),
+])
+def test_sft_values_out_of_range_name_the_flag_and_value(capsys, no_model_loads, tmp_path, flags, needle):
+    one_line_error(capsys, ["sft", *PLANNER, "--model", "tiny-random", "--out-dir", str(tmp_path), *flags], needle)
+    assert not any(tmp_path.iterdir())
 
 
 @pytest.mark.parametrize("command", [["eval", "--model", "tiny-random"], ["play", "--agent", "oracle"]])
