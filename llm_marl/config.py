@@ -308,6 +308,8 @@ def read_config_file(path: str | Path, sections: dict[str, type | None]) -> dict
     path = Path(path)
     if path.is_dir() and (path / "config.json").is_file():  # a run directory, which the file is in
         raise ValueError(f"--config {path} is a folder: pass its settings file, --config {path / 'config.json'}")
+    if path.is_dir():  # "no such file" said it was not there
+        raise ValueError(f"--config {path} is a folder: pass a YAML or JSON settings file")
     if not path.is_file():
         raise ValueError(f"--config {path}: no such file")
     try:

@@ -86,6 +86,13 @@ def test_a_run_directory_given_as_the_file_names_its_config_json(tmp_path, capsy
                                            f"--config {tmp_path / 'run' / 'config.json'}\n")
 
 
+def test_a_folder_without_config_json_given_as_the_file_is_named_a_folder(tmp_path, capsys):
+    """It was 'no such file', of a folder that is there."""
+    for command in ("train", "sft"):
+        assert main([command, "--config", str(tmp_path)]) == 2
+        assert capsys.readouterr().err == f"llm-marl: error: --config {tmp_path} is a folder: pass a YAML or JSON settings file\n"
+
+
 def test_sft_reads_a_config_file(tmp_path, capsys):
     path = tmp_path / "sft.yaml"
     path.write_text("sft: {demos: 0}\nmodel: {model: tiny-random}\n")
