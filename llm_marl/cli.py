@@ -6,7 +6,8 @@
     llm-marl train --algo at-grpo --env plan_path
     llm-marl eval --env plan_path --split test
 
-User errors (unknown environment, bad option) end in one line naming the fix, exit status 2.
+User errors (unknown environment, bad option) end in one line naming the fix, exit status 2; a closed stdout
+pipe (`llm-marl envs | head -1`) ends quietly, exit status 141.
 """
 
 from __future__ import annotations
@@ -282,6 +283,19 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        try:
+            return _run(argv)
+        finally:
+            sys.stdout.flush()  # a closed pipe is found here (after --version too), not at the interpreter's exit
+    except BrokenPipeError:
+        # stdout is a pipe its reader closed (`llm-marl envs | head -1`): stop quietly, as Unix tools do (128 + SIGPIPE);
+        # stdout goes to devnull, so the rest of its buffer is not written at exit, with another BrokenPipeError.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
+
+
+def _run(argv: Sequence[str] | None) -> int:
     from llm_marl.threads import prepare_openmp
 
     prepare_openmp()  # before anything loads torch

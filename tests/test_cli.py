@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
 import subprocess
@@ -62,6 +63,21 @@ def test_console_script_is_installed():
     out = subprocess.run([str(exe), "play", "--env", "plan_path", "--agent", "oracle", "--seed", "0", "--quiet"],
                          capture_output=True, text=True, check=True).stdout
     assert json.loads(out.strip().splitlines()[-1])["success"] is True
+
+
+@pytest.mark.parametrize("argv", [["envs"], ["envs", "--json"], ["leaderboard", "--env", "plan_path", "--dry-run"],
+                                  ["--version"]])  # one line, written when stdout is flushed
+def test_a_closed_stdout_pipe_ends_quietly_with_status_141(argv):
+    """`llm-marl envs | head -1` printed a BrokenPipeError traceback (exit 1), or "Exception ignored ... BrokenPipeError"
+    (exit 120) when the pipe closed before the output was flushed at exit."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader is gone before the command writes
+    try:
+        proc = subprocess.run([sys.executable, "-m", "llm_marl.cli", *argv], cwd=ROOT, stdout=write_end,
+                              stderr=subprocess.PIPE, text=True, timeout=120)
+    finally:
+        os.close(write_end)
+    assert (proc.returncode, proc.stderr) == (141, "")
 
 
 def test_readme_main_job_command_runs():
