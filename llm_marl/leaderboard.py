@@ -243,8 +243,10 @@ def check_extra_args(args: Any, table: Sequence[tuple[str, Sequence[str]]]) -> N
 
 def cmd_leaderboard(args: Any) -> int:
     from baselines import rows
-    from llm_marl.cli import UserError, seed_arg
+    from llm_marl.cli import UserError, _env_entry, seed_arg
 
+    # Any name the other commands take (its module, its PettingZoo id), and their error for a mistyped one.
+    args.env = _env_entry(args.env).name
     from llm_marl.config import check_at_least
 
     try:

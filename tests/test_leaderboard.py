@@ -187,6 +187,19 @@ def test_values_out_of_range_are_refused_before_any_row_runs(capsys, flags, said
     assert capsys.readouterr().err.strip() == f"llm-marl: error: {said}"
 
 
+@pytest.mark.parametrize("env", ["plan_path_v2", "llm_marl/PlanPath-v2"])
+def test_an_env_named_as_the_other_commands_take_it_runs_its_rows(capsys, env):
+    """It was "no baseline rows for 'plan_path_v2'", a name train, eval and play take."""
+    assert main(["leaderboard", "--env", env, "--dry-run"]) == 0
+    assert "llm-marl train --env plan_path " in capsys.readouterr().out
+
+
+def test_an_unknown_env_gets_the_error_the_other_commands_give(capsys):
+    assert main(["leaderboard", "--env", "plan_pth", "--dry-run"]) == 2
+    assert capsys.readouterr().err.strip() == ("llm-marl: error: unknown environment 'plan_pth'; available: plan_path, sokoban, "
+                                               "sudoku, code, math, deep_search, mass (see `llm-marl envs`)")
+
+
 @pytest.mark.parametrize("code, said", [(130, "interrupted"), (143, "terminated (SIGTERM)")])
 def test_a_stopped_row_stops_the_leaderboard_and_says_how_to_continue(tmp_path, capsys, monkeypatch, code, said):
     """A row's command that was stopped (Ctrl-C, SIGTERM) stops the table, instead of being reported as a failed row."""
