@@ -8,6 +8,7 @@ the parallel registry too (`pettingzoo.make("parallel", "llm_marl/Math-v2")`).
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import importlib.util
 import inspect
@@ -70,6 +71,12 @@ ENVS: dict[str, EnvEntry] = {
 }
 
 
+def did_you_mean(name: str, choices: Any) -> str:
+    """' (did you mean 'x'?)' for the choice closest to a mistyped `name`, or '' when none is close."""
+    close = difflib.get_close_matches(name.strip(), [str(c) for c in choices], n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
 def get(name: str) -> EnvEntry:
     key = name.strip()
     for entry in ENVS.values():
@@ -80,7 +87,8 @@ def get(name: str) -> EnvEntry:
         if key.rsplit("_v", 1)[0] == entry.name or key.rsplit("-v", 1)[0] == entry.pz_id.rsplit("-v", 1)[0]:
             raise ValueError(f"{name!r} is not this release's version of {entry.name}: use {entry.name!r}, "
                              f"{entry.module!r} or {entry.pz_id!r} (what changed: the Version History in its docstring)")
-    raise ValueError(f"unknown environment {name!r}; available: {', '.join(ENVS)} (see `llm-marl envs`)")
+    raise ValueError(f"unknown environment {name!r}{did_you_mean(key, ENVS)}; available: {', '.join(ENVS)} "
+                     "(see `llm-marl envs`)")
 
 
 def replacement(module: str) -> EnvEntry | None:
@@ -112,7 +120,8 @@ def check_kwargs(name: str, kwargs: dict[str, Any]) -> None:
     defaults = entry.kwargs()
     unknown = sorted(set(kwargs) - set(defaults) - {"sandbox", "render_mode"})
     if unknown:
-        raise ValueError(f"{entry.name} has no option {', '.join(map(repr, unknown))}; its options: {', '.join(defaults)} "
+        hint = did_you_mean(unknown[0], defaults) if len(unknown) == 1 else ""
+        raise ValueError(f"{entry.name} has no option {', '.join(map(repr, unknown))}{hint}; its options: {', '.join(defaults)} "
                          "(`llm-marl envs` lists them with their defaults)")
     sandbox = kwargs.get("sandbox")
     if sandbox is not None and not callable(getattr(sandbox, "run", None)):  # else the first tool call raises

@@ -45,7 +45,10 @@ def test_play_other_agents(capsys, env, agent):
 @pytest.mark.parametrize(
     "argv,message",
     [
-        (["play", "--env", "chess"], "unknown environment 'chess'"),
+        (["play", "--env", "chess"], "unknown environment 'chess'; available"),  # nothing close: no suggestion
+        (["play", "--env", "sokobna"], "unknown environment 'sokobna' (did you mean 'sokoban'?)"),
+        (["play", "--env", "plan_path", "--env-arg", "widht=5"], "no option 'widht' (did you mean 'width'?)"),
+        (["train", "--env", "plan_path", "--algo", "atgrpo"], "unknown algorithm 'atgrpo' (did you mean 'at-grpo'?)"),
         (["play", "--env", "plan_path", "--agent", "human"], "unknown agent"),
         (["play", "--env", "plan_path", "--env-arg", "height"], "KEY=VALUE"),
         (["play", "--env", "plan_path", "--env-arg", "height=1"], "at least 2x2"),

@@ -196,7 +196,7 @@ def test_an_env_named_as_the_other_commands_take_it_runs_its_rows(capsys, env):
 
 def test_an_unknown_env_gets_the_error_the_other_commands_give(capsys):
     assert main(["leaderboard", "--env", "plan_pth", "--dry-run"]) == 2
-    assert capsys.readouterr().err.strip() == ("llm-marl: error: unknown environment 'plan_pth'; available: plan_path, sokoban, "
+    assert capsys.readouterr().err.strip() == ("llm-marl: error: unknown environment 'plan_pth' (did you mean 'plan_path'?); available: plan_path, sokoban, "
                                                "sudoku, code, math, deep_search, mass (see `llm-marl envs`)")
 
 

@@ -522,7 +522,7 @@ def test_constructor_arguments_that_are_no_options(capsys, no_model_loads, comma
                                      ["sft", "--model", "tiny-random"]])
 def test_an_unknown_env_option_names_the_options(capsys, no_model_loads, command):
     one_line_error(capsys, [command[0], "--env", "mass", *command[1:], "--env-arg", "max_turns=1"],
-                   "mass has no option 'max_turns'; its options: mode, hops, corpus_seed,", "`llm-marl envs` lists them")
+                   "mass has no option 'max_turns' (did you mean 'max_single_turns'?); its options: mode, hops, corpus_seed,", "`llm-marl envs` lists them")
 
 
 # -------------------------------------------------------------------------------- eval --adapters

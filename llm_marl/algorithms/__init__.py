@@ -37,6 +37,7 @@ import torch
 from llm_marl.advantage import AdvantageConfig, group_advantages
 from llm_marl.config import LOSS_FIELDS
 from llm_marl.rollout import Episode, Rollout, Sample, SamplingPlan
+from llm_marl_envs.registry import did_you_mean
 
 
 @dataclass(frozen=True)
@@ -112,7 +113,8 @@ class Algorithm:
 def get(algo_id: str) -> Algorithm:
     entry = ALGORITHMS.get(algo_id.strip().lower().replace("_", "-"))
     if entry is None:
-        raise ValueError(f"unknown algorithm {algo_id!r}; available: {', '.join(ALGORITHMS)}")
+        raise ValueError(f"unknown algorithm {algo_id!r}{did_you_mean(algo_id.lower(), ALGORITHMS)}; "
+                         f"available: {', '.join(ALGORITHMS)}")
     mod = importlib.import_module(f"llm_marl.algorithms.{entry.module}")
     unit = getattr(mod, "ADVANTAGE_UNIT", "sample")
     if unit not in ("sample", "episode"):
