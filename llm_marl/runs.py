@@ -153,6 +153,22 @@ class RunDir:
             raise RunDirError(f"cannot create run directories under {root} ({path} is "
                               f"{'not a directory' if not path.is_dir() else 'not writable'}): pass a writable --out-dir")
 
+    def check_writable(self) -> None:
+        """Raise RunDirError unless this process can write in the run's folders (checked before a model loads, so that
+        a resume of a read-only run fails at once, not at its first write). A file is made and removed in each: the
+        permission bits do not tell (root ignores them, a read-only mount or an ACL refuses what they allow)."""
+        for folder in (self.path, self.path / "checkpoints", self.path / "trajectories"):
+            if not folder.is_dir():
+                continue  # made when it is needed
+            probe = folder / f".write_check_{os.getpid()}"
+            try:
+                with open(probe, "w"):
+                    pass
+                probe.unlink()
+            except OSError as exc:
+                raise RunDirError(f"cannot write in {folder} ({exc.strerror or exc}): make it writable, or copy the run "
+                                  "directory to a writable folder and resume the copy") from None
+
     @classmethod
     def open(cls, path: str | Path) -> RunDir:
         run = cls(path)

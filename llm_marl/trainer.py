@@ -375,6 +375,7 @@ def _train(config: TrainConfig, resume: str | None, log: Any, engine_factory: An
 
     if resume:
         run = RunDir.open(resume)
+        run.check_writable()  # before the lock file is opened and the model loads
         hold.enter_context(run.held())  # before the model loads: a run that another process still trains is refused at once
     lora = LoRAConfig(r=config.model.lora_r, alpha=config.model.lora_alpha, dropout=config.model.lora_dropout)
     device = resolve_device(config.model.device)

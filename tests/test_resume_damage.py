@@ -4,6 +4,7 @@ fix when it cannot go on. Checkpoints load with `weights_only=True`."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import pickle
@@ -124,6 +125,28 @@ def test_bad_policy_and_unwritable_out_dir_are_one_line_and_leave_nothing(tmp_pa
     assert main(["train", *ARGS, "--out-dir", str(blocker / "runs")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "pass a writable --out-dir" in err
+
+
+def test_a_resume_of_a_read_only_run_is_one_line_before_the_model_loads(run, capsys, monkeypatch):
+    """It once ended in a PermissionError traceback at its first write (the lock file, or config.json's after the model
+    loaded). Root writes into a read-only folder, so the refusal is simulated: every write under the run fails."""
+    import builtins
+
+    from llm_marl.policies import PolicySet
+
+    real_open = builtins.open
+
+    def read_only(file, mode="r", *args, **kwargs):
+        if set(mode) & set("wax+") and isinstance(file, (str, os.PathLike)) and Path(file).is_relative_to(run):
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(file))
+        return real_open(file, mode, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "open", read_only)
+    monkeypatch.setattr(PolicySet, "from_pretrained", classmethod(lambda *a, **k: pytest.fail("a model was loaded")))
+    code, err = resume(run, capsys)
+    assert code == 2 and err == (f"llm-marl: error: cannot write in {run} (Permission denied): make it writable, or copy "
+                                 "the run directory to a writable folder and resume the copy\n")
+    assert steps_logged(run) == [1, 2, 3] and not list(run.glob(".write_check*"))
 
 
 def test_eval_with_a_damaged_policy_set_is_one_line(finished, tmp_path, capsys):
