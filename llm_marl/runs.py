@@ -18,7 +18,8 @@ moved to `superseded/<time>/` (never deleted: the resuming process did not write
 lost or counted twice. Pruning keeps the two newest checkpoints up to the current step and never
 touches a newer one. A damaged run directory ends in one line naming the file and the fix
 (`RunDirError`), and so does a full file system (`begin_checkpoint` checks for room first, and
-`out_of_space` tells a failed write that ran out of it).
+`out_of_space` tells a failed write that ran out of it), and any other file's error under the run
+(`write_failure`: a folder made read-only, an I/O error).
 """
 
 from __future__ import annotations
@@ -74,6 +75,19 @@ def out_of_space(exc: BaseException, path: str | Path) -> bool:
         return free_bytes(path) < _MIB
     except OSError:
         return False
+
+
+def write_failure(exc: BaseException, path: str | Path) -> OSError | None:
+    """The OSError in `exc`'s chain that a file under `path` raised (a folder made read-only, an I/O error), or None:
+    an OSError of anything else (a connection's, a dataset file's) is not the run directory's to report."""
+    root = Path(path).absolute()
+    seen: BaseException | None = exc
+    while seen is not None:
+        name = getattr(seen, "filename", None)
+        if isinstance(seen, OSError) and isinstance(name, (str, os.PathLike)) and Path(name).absolute().is_relative_to(root):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return None
 
 
 def _json_number(value: Any) -> Any:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import errno
 import json
 import math
 import shlex
@@ -49,7 +50,7 @@ from llm_marl.engines.base import SamplingParams
 from llm_marl.interrupts import interrupts_deferred, sigterm_interrupts, stopped_by
 from llm_marl.loss import LossConfig
 from llm_marl.rollout import Rollout, Sample, batches_by_adapter, make_tasks, rollout
-from llm_marl.runs import CheckpointMismatch, RunDir, RunDirError, _json_number, out_of_space
+from llm_marl.runs import CheckpointMismatch, RunDir, RunDirError, _json_number, out_of_space, write_failure
 from llm_marl.update import apply_update, clipped_step, loss_units, minibatches, plan_update  # noqa: F401 (loss_units, minibatches: re-exported)
 from llm_marl.tracking import open_tracker
 from llm_marl.signal import postfix, run_counts, signal_metrics, step_line, step_messages, wave_progress
@@ -576,8 +577,13 @@ def _train(config: TrainConfig, resume: str | None, log: Any, engine_factory: An
     except BaseException as exc:  # Ctrl-C and SIGTERM too: a start stopped before any step leaves nothing behind either
         if run is None:
             raise  # no run directory was made (one of that name exists, or --out-dir cannot hold one)
-        if isinstance(exc, Exception) and not isinstance(exc, (RunDirError, ClusterError)) and out_of_space(exc, run.path):
-            exc = RunDirError(f"no space left where {run.path} is ({type(exc).__name__}: {exc}); free some space")
+        if isinstance(exc, Exception) and not isinstance(exc, (RunDirError, ClusterError)):
+            failed = write_failure(exc, run.path)
+            if out_of_space(exc, run.path):
+                exc = RunDirError(f"no space left where {run.path} is ({type(exc).__name__}: {exc}); free some space")
+            elif failed is not None:
+                fix = f": make {run.path} writable" if failed.errno in (errno.EACCES, errno.EPERM, errno.EROFS) else ""
+                exc = RunDirError(f"cannot write {failed.filename} ({failed.strerror or failed}){fix}")
         run.discard_unfinished_checkpoints()
         if not resume and not run.metrics():
             if tracker is not None:  # its writer thread would otherwise recreate the folder when it flushes

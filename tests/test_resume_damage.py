@@ -204,6 +204,32 @@ def test_a_write_that_fails_on_a_full_disk_is_one_line_and_resumable(finished, t
     assert code == 0 and steps_logged(run) == [1, 2, 3, 4]
 
 
+@pytest.mark.parametrize("code, fix", [(errno.EACCES, ": make {run} writable"), (errno.EIO, "")])
+def test_a_write_that_fails_otherwise_is_one_line_and_resumable(finished, tmp_path, capsys, monkeypatch, code, fix):
+    """A checkpoint that could not be moved into place (a folder made read-only, a file system's I/O error) ended in a
+    traceback: it is one line naming the file and the error now, as a full disk is, and the finished checkpoints stay."""
+    run = tmp_path / "run"
+    shutil.copytree(finished, run)
+    real_replace = os.replace
+
+    def replace(src, dst, *args, **kwargs):
+        if Path(src).name.startswith(".tmp_step_"):
+            raise OSError(code, os.strerror(code), str(src), None, str(dst))
+        return real_replace(src, dst, *args, **kwargs)
+
+    monkeypatch.setattr(os, "replace", replace)
+    exit_code, err = resume(run, capsys, steps=4)
+    assert exit_code == 2
+    assert err.strip().splitlines()[-1] == (
+        f"llm-marl: error: cannot write {run / 'checkpoints' / '.tmp_step_000004'} ({os.strerror(code)}){fix.format(run=run)}; "
+        f"failed in step 4; the last checkpoint is {run / 'checkpoints' / 'step_000003'} (step 3); continue with: "
+        f"llm-marl train --resume {run}")
+    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["LATEST", "step_000002", "step_000003"]
+    monkeypatch.undo()
+    exit_code, _ = resume(run, capsys, steps=4)
+    assert exit_code == 0 and steps_logged(run) == [1, 2, 3, 4]
+
+
 def test_another_failure_with_room_left_is_not_called_a_full_disk(finished, tmp_path, capsys, monkeypatch):
     import torch
 
