@@ -7,7 +7,7 @@
         trajectories/step_000001.jsonl   every sampled reply of the step with its reward and advantage
         checkpoints/step_000004/         adapters + optimiser/scheduler/RNG state (written atomically)
         checkpoints/LATEST               name of the newest complete checkpoint
-        adapters/                        the final adapters (PEFT format)
+        adapters/                        the final adapters (PEFT format, written atomically)
         .lock                            held (flock) by the process training the run: one at a time
 
 A checkpoint is written into a temporary folder and renamed into place, and LATEST is replaced
@@ -96,6 +96,17 @@ def _json_number(value: Any) -> Any:
         return value if math.isfinite(value) else None
     except TypeError:  # not a number
         return value
+
+
+def _replace_folder(tmp: Path, final: Path) -> None:
+    """Put the complete folder `tmp` in `final`'s place: the earlier `final` is renamed aside first, so a kill at any
+    instant leaves it, the new one, or (between the two renames) neither, never part of one."""
+    old = final.with_name(f".old_{final.name}")
+    shutil.rmtree(old, ignore_errors=True)
+    if final.exists():
+        os.replace(final, old)
+    os.replace(tmp, final)
+    shutil.rmtree(old, ignore_errors=True)
 
 
 def _atomic_write_text(path: Path, text: str) -> None:
@@ -273,9 +284,19 @@ class RunDir:
         return tmp
 
     def discard_unfinished_checkpoints(self) -> None:
-        """Remove checkpoints that were being written (never listed, never loaded): what they hold is lost anyway."""
-        for tmp in (self.path / "checkpoints").glob(".tmp_step_*"):
+        """Remove checkpoints and final adapters that were being written (never listed, never loaded): what they hold
+        is lost anyway."""
+        for tmp in [*(self.path / "checkpoints").glob(".tmp_step_*"), self.path / ".tmp_adapters"]:
             shutil.rmtree(tmp, ignore_errors=True)
+
+    def save_adapters(self, save: Callable[[Path], Any]) -> Path:
+        """The final `adapters/`, written by `save(folder)` into a temporary sibling and renamed into place, as a
+        checkpoint is: a run stopped in the middle keeps the earlier folder, never new weights beside its manifest."""
+        tmp = self.path / ".tmp_adapters"
+        shutil.rmtree(tmp, ignore_errors=True)
+        save(tmp)
+        _replace_folder(tmp, self.path / "adapters")
+        return self.path / "adapters"
 
     def checkpoint_bytes(self) -> int:
         """The size of the newest checkpoint (0 without one): about what the next one needs."""
@@ -284,8 +305,7 @@ class RunDir:
 
     def commit_checkpoint(self, step: int, tmp: Path, keep: int = 2) -> Path:
         final = self.checkpoint_dir(step)
-        shutil.rmtree(final, ignore_errors=True)
-        os.replace(tmp, final)
+        _replace_folder(tmp, final)
         _atomic_write_text(self.path / "checkpoints" / "LATEST", final.name + "\n")
         # Keep the `keep` newest up to this step; a newer one (left by a run that resumed from an older,
         # valid checkpoint) is never pruned here.

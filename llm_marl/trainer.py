@@ -560,7 +560,7 @@ def _train(config: TrainConfig, resume: str | None, log: Any, engine_factory: An
                 say(f"step {step}: {message}")
             previous = metrics
         stage = "saving the final adapters"
-        policy.save(run.path / "adapters")
+        run.save_adapters(policy.save)
         if run_cfg.eval_episodes:
             stage = "the held-out evaluation after training"
             # Compared with the evaluation before training: the tasks and reply length of that one, which a resume

@@ -245,6 +245,34 @@ def test_another_failure_with_room_left_is_not_called_a_full_disk(finished, tmp_
     assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["LATEST", "step_000002", "step_000003"]
 
 
+def test_a_run_stopped_while_writing_its_final_adapters_keeps_the_earlier_ones(finished, tmp_path, capsys, monkeypatch):
+    """adapters/ was written in place: a stop in the middle left the new weights half written beside the earlier
+    policy_set.json, a folder that looked complete. It is written beside it and renamed into place now."""
+    import safetensors.torch
+    from safetensors.torch import load_file
+
+    run = tmp_path / "run"
+    shutil.copytree(finished, run)
+    before = {p.relative_to(run): p.read_bytes() for p in (run / "adapters").rglob("*") if p.is_file()}
+    real_save_file = safetensors.torch.save_file
+
+    def save_file(tensors, path, *args, **kwargs):
+        if "checkpoints" not in Path(path).parts:  # the final adapters: stopped half-way through their weights
+            Path(path).write_bytes(b"torn")
+            raise KeyboardInterrupt
+        return real_save_file(tensors, path, *args, **kwargs)
+
+    monkeypatch.setattr(safetensors.torch, "save_file", save_file)
+    exit_code, err = resume(run, capsys, steps=4)
+    assert exit_code == 130 and "interrupted during saving the final adapters" in err
+    assert {p.relative_to(run): p.read_bytes() for p in (run / "adapters").rglob("*") if p.is_file()} == before
+    assert sorted(p.name for p in run.iterdir() if p.name.startswith(".tmp")) == []
+    monkeypatch.undo()
+    exit_code, _ = resume(run, capsys, steps=4)  # step 4's checkpoint was written: the resume only saves the adapters
+    assert exit_code == 0 and steps_logged(run) == [1, 2, 3, 4]
+    load_file(str(run / "adapters" / "shared" / "adapter_model.safetensors"))
+
+
 # ---------------------------------------------------------------------------- a resume that changes the run
 @pytest.mark.parametrize("flags, named", [
     (["--policy", "per-role"], "drop --policy per-role (the run's is shared)"),
