@@ -98,6 +98,15 @@ def _json_number(value: Any) -> Any:
         return value
 
 
+def _json_safe(value: Any) -> Any:
+    """`value` with every NaN or inf in it, in nested dicts and lists too (an info's local_terms), as None."""
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    return _json_number(value)
+
+
 def _replace_folder(tmp: Path, final: Path) -> None:
     """Put the complete folder `tmp` in `final`'s place: the earlier `final` is renamed aside first, so a kill at any
     instant leaves it, the new one, or (between the two renames) neither, never part of one."""
@@ -264,7 +273,9 @@ class RunDir:
         return out
 
     def write_trajectories(self, step: int, records: list[dict[str, Any]]) -> None:
-        lines = "".join(json.dumps(r, default=str) + "\n" for r in records)
+        """One step's samples, a NaN or inf in them as null: a reward that no credit reads may be NaN (the step trains),
+        and json writes it as a bare `NaN`, which is no JSON (jq, JavaScript and strict parsers refuse the file)."""
+        lines = "".join(json.dumps(_json_safe(r), default=str) + "\n" for r in records)
         _atomic_write_text(self.path / "trajectories" / f"step_{step:06d}.jsonl", lines)
 
     # ------------------------------------------------------------------ checkpoints

@@ -50,7 +50,7 @@ from llm_marl.engines.base import SamplingParams
 from llm_marl.interrupts import interrupts_deferred, sigterm_interrupts, stopped_by
 from llm_marl.loss import LossConfig
 from llm_marl.rollout import Rollout, Sample, batches_by_adapter, make_tasks, rollout
-from llm_marl.runs import CheckpointMismatch, RunDir, RunDirError, _json_number, out_of_space, write_failure
+from llm_marl.runs import CheckpointMismatch, RunDir, RunDirError, out_of_space, write_failure
 from llm_marl.update import apply_update, clipped_step, loss_units, minibatches, plan_update  # noqa: F401 (loss_units, minibatches: re-exported)
 from llm_marl.tracking import open_tracker
 from llm_marl.signal import postfix, run_counts, signal_metrics, step_line, step_messages, wave_progress
@@ -260,24 +260,14 @@ def nonfinite_messages(out: Rollout) -> list[str]:
 
 
 def trajectory_records(out: Rollout) -> list[dict[str, Any]]:
-    """The trajectories file's lines of the step, NaN and inf as None: a reward that no credit reads may be NaN (the step
-    trains), and json writes it as a bare `NaN`, which is no JSON (jq, JavaScript and strict parsers refuse the file)."""
-    return [_finite_or_none({
+    """The trajectories file's lines of the step (RunDir.write_trajectories writes a NaN or inf in them as null)."""
+    return [{
         "sample_id": s.sample_id, "task_id": s.task_id, "episode_id": s.episode_id, "role": s.role, "turn": s.turn,
         "candidate": s.candidate, "selected": s.selected, "trainable": s.trainable, "adapter": s.adapter, "reward": s.reward, "credit": s.credit,
         "group_key": repr(s.group_key), "advantage": s.advantage, "text": s.text, "reasoning": s.reasoning,
         "finish_reason": s.finish_reason, "truncated": s.finish_reason == "length",
         "info": {k: v for k, v in s.info.items() if k in ("team_reward", "local_reward", "local_terms", "mask", "parse_error", "success")},
-    }) for s in out.samples]
-
-
-def _finite_or_none(value: Any) -> Any:
-    """`value` with every NaN or inf in it, in nested dicts and lists too (an info's local_terms), as None."""
-    if isinstance(value, dict):
-        return {k: _finite_or_none(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_finite_or_none(v) for v in value]
-    return _json_number(value)
+    } for s in out.samples]
 
 
 # ---------------------------------------------------------------------------- schedule
