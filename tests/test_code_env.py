@@ -23,7 +23,7 @@ from llm_marl_envs.code.env import CodeInstance, instance_for, mutation_analysis
 from llm_marl_envs.code.mutation import generate_mutants
 from llm_marl_envs.code.parse import format_test, parse_code, parse_test
 from llm_marl_envs.code.problems import (DatasetFormatError, LoadReport, Problem, TestCase, accepts_any_answer,
-                                         decode_lcb_tests, load_problems, statement_accepts_any_case)
+                                         decode_lcb_tests, load_problems, statement_accepts_any_case, statement_tolerance)
 from llm_marl_envs.code.runner import RunCache, outputs_match, run_program
 from llm_marl_envs.sandbox import Sandbox, SandboxLimits
 
@@ -479,6 +479,86 @@ def test_a_mutant_within_the_real_tolerance_of_the_reference_is_equivalent(sandb
     assert analysis.available and {m.description for m in analysis.mutants} == {"/ -> *", "3 -> 4", "3 -> 2"}  # not 0 -> +-1
 
 
+@pytest.mark.parametrize("statement,tolerance", [
+    ("Your answer is considered correct if its absolute or relative error does not exceed 10^{-9}.", (1e-9, False)),
+    ("The answer will be considered correct if its absolute or relative error does not exceed 10 - 6.", (1e-6, False)),
+    ("Your answer is accepted if its relative or absolute error is at most 1e-4.", (1e-4, False)),
+    ("Print the answer with precision 10^(-4).", (1e-4, False)),
+    ("An answer with an error up to 2.5 \\cdot 10^{-5} is accepted.", (2.5e-5, False)),
+    ("Your answer will be considered correct if its absolute error does not exceed $$$10^{-6}$$$.", (1e-6, True)),
+    ("The absolute error must not exceed 10^-3.", (1e-3, True)),
+    ("No error may occur: the program must finish within 10-20 seconds.", None),  # no exponent follows the word
+    ("Your program has 10-20 seconds.", None),
+    ("The error must not exceed 10^{-20}.", None),  # out of range
+    ("Print the answer with at least 6 digits after the decimal point.", None),
+    ("Your answer is correct if its error is at most 0.000001.", None),  # a plain decimal is not read
+    ("Note that 10^{-6} is the error allowed.", None),  # the number before the word
+    ("Output\n\nThe error\n\n10 - 6", None),  # not one line
+])
+def test_a_statement_tolerance_is_read(statement, tolerance):
+    found = statement_tolerance(f"Print 1/n.\n\nInput\n\nOne integer n (1 <= n <= 10^5).\n\n{statement}")
+    assert found == (None if tolerance is None else (pytest.approx(tolerance[0]), tolerance[1]))
+
+
+def test_outputs_match_within_a_given_tolerance():
+    assert outputs_match("0.33335", "0.333333", tolerance=1e-4) and not outputs_match("0.33335", "0.333333")
+    assert outputs_match("0.333333", "0.333333333") and not outputs_match("0.333333", "0.333333333", tolerance=1e-9)
+    assert outputs_match("1000000.5", "1000000.0") and not outputs_match("1000000.5", "1000000.0", absolute=True)
+    assert outputs_match("0.0000005", "0.0", absolute=True) and not outputs_match("3.0", "3", tolerance=0.5)
+
+
+_INVERSE = {n: 1 / n for n in (3, 7, 1, 2)}
+
+
+@pytest.mark.parametrize("sentence,digits,program,test,judged,plain", [
+    # 1e-4: a reference and a program printing 4 decimals for CodeContests' 6 pass; within 1e-6, 2/4 and mask 0
+    ("Your answer is considered correct if its absolute or relative error does not exceed 10 - 4.", (6, 4, 1), 4,
+     "0.25", (4, True, 1.0), (2, True, 0.0)),
+    # 1e-9: 6 decimals for 9 fail, and so does a test off by 1e-7; within 1e-6 both passed
+    ("Your answer is considered correct if its absolute or relative error does not exceed 10^{-9}.", (9, 9, 1), 6,
+     "0.2500001", (2, False, 1.0), (4, True, 1.0)),
+    # absolute error only: 333333.333 for 333333.333333 fails (relative: within 1e-6)
+    ("Your answer is considered correct if its absolute error does not exceed 10^{-6}.", (6, 6, 10**6), 3,
+     "250000.0001", (2, False, 1.0), (4, True, 1.0)),
+])
+def test_real_answers_are_judged_within_the_statements_tolerance(sandbox, tmp_path, sentence, digits, program, test,
+                                                                 judged, plain):
+    """Statements state their checker's tolerance ("absolute or relative error does not exceed 10^{-9}", "10 - 4"
+    where the dataset lost the caret; "absolute error" alone): every real answer was judged within 1e-6 absolute
+    or relative, so a correct program of a 1e-4 problem failed and a reference printing 4 decimals left the tester's
+    mask at 0, while a 1e-9 problem's 6-decimal answer or an absolute-error problem's 333333.333 passed. The row
+    without the sentence keeps the 1e-6 judgment. (passed golden tests, tester's test valid, tester's mask)"""
+    expected_digits, reference_digits, scale = digits
+    tests = {f"{n}\n": f"{scale * x:.{expected_digits}f}\n" for n, x in _INVERSE.items()}
+    reference, coder = (f"n = int(input())\nprint(f'{{{scale} / n:.{d}f}}')\n" for d in (reference_digits, program))
+    row = {"name": "with", "description": f"Print {scale}/n.\n\nOutput\n\nThe number. {sentence}",
+           "public_tests": {"input": ["3\n"], "output": [tests["3\n"]]},
+           "private_tests": {"input": list(tests), "output": list(tests.values())},
+           "solutions": {"language": [3], "solution": [reference]}}
+    without = {**row, "name": "without", "description": f"Print {scale}/n.\n\nOutput\n\nThe number."}
+    (tmp_path / "cc.jsonl").write_text(json.dumps(row) + "\n" + json.dumps(without) + "\n")
+    for problem in load_problems(tmp_path / "cc.jsonl"):
+        env = code_v4.raw_env(problems=[problem], sandbox=sandbox)
+        env.reset(seed=0, options={"instance": CodeInstance(problem, 0)})
+        env.step(f"```python\n{coder}```")
+        env.step(format_test(TestCase("4\n", test + "\n")))
+        got = env.infos["coder"]["golden_passed"], env.infos["tester"]["test_valid"], env.infos["tester"]["mask"]
+        assert (problem.id, got) == (problem.id, judged if problem.id == "with" else plain)
+        assert (problem.real_tolerance is None) == (problem.id == "without")
+
+
+def test_a_mutant_within_the_statements_tolerance_of_the_reference_is_equivalent(sandbox):
+    """The mutation harness judged a mutant against the reference within 1e-6 whatever the statement said: a
+    mutant a 1e-4 problem's checker accepts (off by 1e-5) counted as killed. The harness gets the problem's
+    judgment as data (its job), as a program's tests use it."""
+    reference = "n = int(input())\nprint(n / 3 + 0 * 1e-5)\n"  # constant 0 -> 1 or -1: off by 1e-5
+    problem = Problem(id="third", statement="Print n/3.", reference=reference, split="test", source="unit",
+                      tests=tuple(TestCase(f"{n}\n", f"{n / 3:.6f}\n") for n in (1, 2, 5)))
+    mutants = lambda p: {m.description for m in mutation_analysis(p, sandbox, 0.5).mutants}  # noqa: E731
+    assert mutants(replace(problem, real_tolerance=1e-4)) == {"/ -> *", "3 -> 4", "3 -> 2"}
+    assert mutants(problem) > {"/ -> *", "3 -> 4", "3 -> 2"}  # within 1e-6 the 0 -> +-1 mutants are told apart
+
+
 def test_run_cache_reuses_identical_runs(sandbox):
     cache = RunCache()
     limits = SandboxLimits(wall_time_s=1.0, cpu_time_s=1.0)
@@ -709,7 +789,7 @@ def test_a_mutants_time_cap_follows_the_problems_time_limit(monkeypatch):
     (problem,) = load_problems(FIXTURES / "code_codecontests.json", format="codecontests")
     harness, harness_inputs = [], []  # (reference_timeout, max_timeout) of every harness run
 
-    def fake_batch(sandbox, programs, inputs, *, reference_timeout, max_timeout, stop_at_first_kill, output_cap):
+    def fake_batch(sandbox, programs, inputs, *, reference_timeout, max_timeout, stop_at_first_kill, output_cap, judging):
         harness.append((reference_timeout, max_timeout))
         return BatchResult([("ok", "x")] * len(inputs), [[1] * len(inputs) for _ in programs[1:]])
 

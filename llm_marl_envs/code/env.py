@@ -68,7 +68,8 @@ Rewards (A.1.2), per agent at turn k: r = λ·r_team + (1-λ)·m·r_loc, r_loc =
 | cov | tester | min(1, MutScore_k / τ_mut), τ_mut = 0.6 | 0.80 |
 
 G_{k-1} = the golden tests code_{k-1} passed. A test passes when the program exits normally and prints the
-expected output's tokens, real numbers within 1e-6 and letters in either case where the statement accepts
+expected output's tokens, real numbers within 1e-6 (or the tolerance the statement states: "absolute or relative
+error does not exceed 10^{-9}", `Problem.real_tolerance`) and letters in either case where the statement accepts
 that (`code.runner.outputs_match`). A program may print twice the longest expected output
 of the golden tests, or the sandbox's output cap when that is more. MutScore_k = the fraction of the reference
 solution's non-equivalent mutants (`code.mutation`) that the valid tests of the tester's suite
@@ -120,6 +121,12 @@ Version history:
   Where the statement accepts the answer in any case ("You can output YES and NO in any case"), letters
   compare case-insensitively (`Problem.any_case`; v3 failed a correct program printing "yes" for "YES", and a
   reference printing "Yes" left the tester's mask at 0).
+  Where the statement states the error a real answer may have ("absolute or relative error does not exceed
+  10^{-9}", "10 - 4", "1e-4"; "absolute error" alone: absolute only), real numbers compare within it instead of
+  1e-6 (`Problem.real_tolerance`, `code.problems.statement_tolerance`), in a program's tests, the tester's
+  validity check and the mutation analysis (v3 compared tokens exactly: a correct program of a 1e-4 problem
+  printing 0.33335 for 0.333333 failed; 1e-6 for every problem would still fail it, and would pass an answer
+  off by 1e-7 on a 1e-9 problem).
 - v3: a CodeContests problem's tests run under its own time limit (`time_limit`; at least 1 s), unless
   `time_limit_s` is given (v2 ran every problem under 1 CPU second: a correct program of a 2-5 s problem
   that needed more was killed and failed its tests); the reference gets at least as long.
@@ -280,12 +287,12 @@ def mutation_analysis(problem: Problem, sandbox: Any, time_limit_s: float) -> Mu
         return None
     reference_time = max(time_limit_s, 2.0)
     mutant_time = max(MUTANT_MIN_CAP_S, min(sandbox.limits.cpu_time_s, time_limit_s))
-    key = (problem.key, problem.reference_hash, reference_time, mutant_time)
+    key = (problem.key, problem.reference_hash, reference_time, mutant_time, tuple(problem.judging.items()))
     with _CACHE_LOCK:
         found = _ANALYSES.get(key)
     if found is None:
         found = analyse(sandbox, problem.reference, mutation_pool(problem), reference_time, mutant_time_s=mutant_time,
-                        any_case=problem.any_case)
+                        judging=problem.judging)
         with _CACHE_LOCK:
             found = _ANALYSES.setdefault(key, found)
     return found
@@ -510,7 +517,7 @@ class raw_env(TextAECEnv):
         if build:
             smoke = self._smoke_inputs(golden)
             results = run_program(self.sandbox, code, [t.input for t in golden] + smoke, self._limits(), self._cache)
-            golden_pass = [passes(r, t.output, self.problem.any_case) for r, t in zip(results, golden)]
+            golden_pass = [passes(r, t.output, **self.problem.judging) for r, t in zip(results, golden)]
             failed = [r for r in results[len(golden):] if not r.ok]
             run_ok = float(not failed)
             status = "ok" if run_ok else "smoke_failed"
@@ -552,9 +559,9 @@ class raw_env(TextAECEnv):
             killed: frozenset[int] = frozenset()
             if not first.ok:
                 check = TestCheck(False, f"the reference solution fails on this input ({first.status})", killed)
-            elif second is not None and (second[0] != "ok" or not outputs_match(first.stdout, second[1])):
+            elif second is not None and (second[0] != "ok" or not outputs_match(first.stdout, second[1], **self.problem.judging)):
                 check = TestCheck(False, "the reference solution's output on this input is not reproducible", killed)
-            elif not outputs_match(first.stdout, test.output, self.problem.any_case):
+            elif not outputs_match(first.stdout, test.output, **self.problem.judging):
                 check = TestCheck(False, "the expected output disagrees with the reference solution", killed)
             else:
                 check = TestCheck(True, "valid", second[2] if second is not None else killed)
@@ -603,6 +610,6 @@ class raw_env(TextAECEnv):
             return [TestRun(t, reason, "", False) for t in self.suite]
         results = run_program(self.sandbox, self.code, [t.input for t in self.suite], self._limits(), self._cache)
         return [TestRun(t, r.status, r.stdout if r.ok else r.stdout + r.stderr[-600:],
-                        passes(r, t.output, self.problem.any_case))
+                        passes(r, t.output, **self.problem.judging))
                 for t, r in zip(self.suite, results)]
 

@@ -26,6 +26,7 @@ import copy
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..sandbox import Sandbox, SandboxLimits
 from .runner import batch_job, output_room, outputs_match, run_batch
@@ -201,6 +202,8 @@ class MutationAnalysis:
     mutant_time_s: float = 1.0
     """The most CPU seconds a mutant gets per run (it gets 10x the reference's time, at least 0.02 s):
     the problem's time limit, so that a mutant killed by timing out is one a program could not be."""
+    judging: dict[str, Any] = field(default_factory=dict)
+    """How a mutant's output is compared with the reference's: the problem's `Problem.judging` (`outputs_match`)."""
     _kills: dict[str, tuple[str, str, frozenset[int]] | None] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -217,7 +220,7 @@ class MutationAnalysis:
             if stdin in self._kills:
                 return self._kills[stdin]
         result = _kill_matrix(sandbox, reference, [m.source for m in self.mutants], [stdin], self.reference_time_s,
-                              self.mutant_time_s, stop=False)
+                              self.mutant_time_s, stop=False, judging=self.judging)
         value = None
         if result is not None:
             (status, out), = result[0]
@@ -234,7 +237,7 @@ class MutationAnalysis:
             if stdin in self._kills:
                 return []
         return [batch_job(sandbox, [reference, *group], [stdin], reference_timeout=self.reference_time_s,
-                          max_timeout=self.mutant_time_s, stop_at_first_kill=False)
+                          max_timeout=self.mutant_time_s, stop_at_first_kill=False, judging=self.judging)
                 for group in _groups(sandbox, [m.source for m in self.mutants])]
 
     def score(self, killed: set[int] | frozenset[int]) -> float:
@@ -250,7 +253,7 @@ def _groups(sandbox: Sandbox, mutants: list[str]) -> list[list[str]]:
 
 
 def _kill_matrix(sandbox: Sandbox, reference: str, mutants: list[str], inputs: list[str], time_limit_s: float,
-                 mutant_time_s: float, stop: bool, output_cap: int = 1 << 20
+                 mutant_time_s: float, stop: bool, output_cap: int = 1 << 20, judging: dict[str, Any] | None = None
                  ) -> tuple[list[tuple[str, str]], list[list[int | None]]] | None:
     """Reference outputs and kill rows, splitting the batch across workers; a batch whose harness
     dies is retried one mutant per process, and a mutant that kills its harness counts as killed."""
@@ -258,7 +261,7 @@ def _kill_matrix(sandbox: Sandbox, reference: str, mutants: list[str], inputs: l
 
     def batch(group: list[str]):
         return run_batch(sandbox, [reference, *group], inputs, reference_timeout=time_limit_s, max_timeout=mutant_time_s,
-                         stop_at_first_kill=stop, output_cap=output_cap)
+                         stop_at_first_kill=stop, output_cap=output_cap, judging=judging)
 
     if len(groups) == 1:
         results = [batch(groups[0])]
@@ -289,20 +292,23 @@ def _kill_matrix(sandbox: Sandbox, reference: str, mutants: list[str], inputs: l
 
 
 def analyse(sandbox: Sandbox, reference: str, pool: list[tuple[str, str | None]], time_limit_s: float,
-            max_mutants: int = MAX_MUTANTS, mutant_time_s: float = 1.0, any_case: bool = False) -> MutationAnalysis:
+            max_mutants: int = MAX_MUTANTS, mutant_time_s: float = 1.0,
+            judging: dict[str, Any] | None = None) -> MutationAnalysis:
     """Generate mutants and keep those that some pool input kills.
 
     `pool`: (input, expected output or None). With expected outputs (dataset tests), the reference
     must reproduce them, else the analysis is marked unavailable. `time_limit_s`: the reference's CPU
-    seconds per run; `mutant_time_s`: a mutant's most (`MutationAnalysis.mutant_time_s`); `any_case`: the expected
-    outputs' letters may be matched in either case (`runner.outputs_match`).
+    seconds per run; `mutant_time_s`: a mutant's most (`MutationAnalysis.mutant_time_s`); `judging`: how outputs
+    are compared, the expected ones and a mutant's with the reference's (the problem's `Problem.judging`: letters in
+    any case, its real tolerance; `runner.outputs_match`).
     """
-    times = {"reference_time_s": time_limit_s, "mutant_time_s": mutant_time_s}
+    judging = dict(judging or {})
+    times = {"reference_time_s": time_limit_s, "mutant_time_s": mutant_time_s, "judging": judging}
     candidates = generate_mutants(reference, max_mutants)
     inputs = [stdin for stdin, _ in pool]
     # Room for the dataset's longest expected output, as the coder's program gets.
     result = _kill_matrix(sandbox, reference, [m.source for m in candidates], inputs, time_limit_s, mutant_time_s, stop=True,
-                          output_cap=output_room(1 << 20, (expected for _, expected in pool if expected)))
+                          output_cap=output_room(1 << 20, (expected for _, expected in pool if expected)), judging=judging)
     if result is None:
         return MutationAnalysis([], len(candidates), False, "the reference solution could not be run", **times)
     reference_runs, rows = result
@@ -310,7 +316,7 @@ def analyse(sandbox: Sandbox, reference: str, pool: list[tuple[str, str | None]]
         if status != "ok":
             return MutationAnalysis([], len(candidates), False, f"the reference solution failed ({status}) on a pool input",
                                     **times)
-        if expected is not None and not outputs_match(out, expected, any_case):
+        if expected is not None and not outputs_match(out, expected, **judging):
             return MutationAnalysis([], len(candidates), False, "the reference solution does not reproduce the dataset's tests",
                                     **times)
     kept = [m for m, row in zip(candidates, rows) if any(v == 1 for v in row)]

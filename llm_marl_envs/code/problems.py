@@ -28,7 +28,9 @@ A dataset gives one expected output per test, not its judge's checker: outputs a
 token, real numbers within 1e-6 (`runner.outputs_match`), and a problem whose statement accepts any of
 several answers ("If there are multiple answers, print any of them") is skipped (`accepts_any_answer`),
 as no comparison with one output can judge it. Where the statement accepts the answer in any case
-("YES", "yes"), letters compare case-insensitively (`Problem.any_case`).
+("YES", "yes"), letters compare case-insensitively (`Problem.any_case`); where it states the error a real
+answer may have ("absolute or relative error does not exceed 10^{-9}"), real numbers compare within that
+(`Problem.real_tolerance`, `statement_tolerance`).
 """
 
 from __future__ import annotations
@@ -97,6 +99,11 @@ class Problem:
     any_case: bool = False
     """The statement accepts the answer's letters in any case ("YES", "yes"): outputs compare case-insensitively
     (`statement_accepts_any_case`)."""
+    real_tolerance: float | None = None
+    """The error the statement allows a real-number answer ("absolute or relative error does not exceed 10^{-9}",
+    `statement_tolerance`); None when it states none: `runner.REAL_TOLERANCE`."""
+    absolute_error: bool = False
+    """The statement allows only absolute error (not relative) of a real-number answer."""
 
     def __post_init__(self) -> None:
         if self.split not in SPLITS:
@@ -109,6 +116,8 @@ class Problem:
             raise ValueError(f"problem {self.id!r}: time_limit_s must be > 0 seconds or None, got {self.time_limit_s!r}")
         if self.memory_limit_mb is not None and not self.memory_limit_mb > 0:
             raise ValueError(f"problem {self.id!r}: memory_limit_mb must be > 0 MiB or None, got {self.memory_limit_mb!r}")
+        if self.real_tolerance is not None and not 0 < self.real_tolerance < 1:
+            raise ValueError(f"problem {self.id!r}: real_tolerance must be in (0, 1) or None, got {self.real_tolerance!r}")
 
     # Problems are immutable and may hold functions: forks share them.
     def __deepcopy__(self, memo: dict) -> Problem:
@@ -124,6 +133,12 @@ class Problem:
     @property
     def key(self) -> str:
         return f"{self.source}:{self.id}"
+
+    @property
+    def judging(self) -> dict[str, Any]:
+        """How this problem's outputs are compared: the keyword arguments of `runner.outputs_match` (plain data, which
+        the mutation harness gets in its job)."""
+        return {"any_case": self.any_case, "tolerance": self.real_tolerance, "absolute": self.absolute_error}
 
     @property
     def reference_hash(self) -> str:
@@ -457,6 +472,33 @@ def statement_accepts_any_case(statement: str) -> bool:
     return _ANY_CASE.search(statement) is not None
 
 
+# A statement's tolerance for real answers, e.g. "Your answer is considered correct if its absolute or relative
+# error does not exceed 10^{-6}". Read: a power of ten with a negative exponent of 1 to 12, written 10^{-6},
+# 10^-6, 10^(-6), 10 - 6 (the datasets' rendering of a lost superscript), 1e-6, optionally with a mantissa
+# (2.5 \cdot 10^{-6}, 5e-5), that follows the word error, precision, tolerance or accuracy within one sentence
+# of one line. Only absolute error is meant where that sentence names absolute and not relative error. Not read:
+# a plain decimal (0.000001), words, digit counts ("six digits after the decimal point"), a number before the
+# word, or an exponent out of range ("within 10-20 seconds" has no such word anyway): those get REAL_TOLERANCE.
+_TOLERANCE = _in_a_line(
+    r"[^.!?\n]*\b(?:errors?|precision|tolerance|accuracy)\b[^.!?\n]{0,80}?(?<![\w.])\$*"
+    r"(?:(?P<mantissa>\d+(?:\.\d+)?)[^\S\n]*(?:\\cdot|\\times|[·⋅*×x])[^\S\n]*)?"
+    r"(?:10[^\S\n]*(?:\^|\*\*)?[^\S\n]*[{(]?[^\S\n]*[-−–][^\S\n]*(?P<power>\d{1,2})(?!\d|\.\d)"
+    r"|(?P<e_mantissa>\d+(?:\.\d+)?)[eE][-−](?P<e_power>\d{1,2})(?!\d|\.\d))")
+
+
+def statement_tolerance(statement: str) -> tuple[float, bool] | None:
+    """The error a statement allows a real-number answer, and whether only absolute error is meant; None when it
+    states none clearly (see `_TOLERANCE`). The first such sentence counts."""
+    for found in _TOLERANCE.finditer(statement):
+        power = int(found["power"] or found["e_power"])
+        mantissa = float(found["mantissa"] or found["e_mantissa"] or 1)
+        tolerance = mantissa * 10.0 ** -power
+        if 1 <= power <= 12 and 0 < tolerance < 1:
+            sentence = found[0].lower()
+            return tolerance, "absolute" in sentence and "relative" not in sentence
+    return None
+
+
 def load_problems(path: str | Path, format: Format = "auto", split: str = "test", max_tests: int = 20,
                   report: LoadReport | None = None) -> list[Problem]:
     """Stdin/stdout problems of an APPS, CodeContests or LiveCodeBench dataset (a file, a save_to_disk
@@ -505,7 +547,9 @@ def load_problems(path: str | Path, format: Format = "auto", split: str = "test"
             skipped[problem.source] = skipped.get(problem.source, 0) + 1
             report.any_answer += 1
         else:
-            kept.append(replace(problem, any_case=True) if statement_accepts_any_case(problem.statement) else problem)
+            tolerance, absolute = statement_tolerance(problem.statement) or (None, False)
+            kept.append(replace(problem, any_case=statement_accepts_any_case(problem.statement), real_tolerance=tolerance,
+                                absolute_error=absolute))
     problems = kept
     for fmt, count in skipped.items():
         report.skipped[fmt] = report.skipped.get(fmt, 0) + count

@@ -13,7 +13,8 @@ Two ways to run, for two kinds of program:
 A test passes when the program exits normally and its output equals the expected output token by
 token (whitespace-normalised: `output.split() == expected.split()`), where a token of the expected
 output written as a real number (`0.5`, `1e-3`) takes any number within 1e-6 of it, absolute or
-relative, as Codeforces' checkers for real answers do (`outputs_match`).
+relative, as Codeforces' checkers for real answers do, or within the tolerance the problem's statement
+states (`outputs_match`, `Problem.judging`).
 """
 
 from __future__ import annotations
@@ -40,29 +41,34 @@ REAL_TOLERANCE = 1e-6
 _REAL = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
 
 
-def outputs_match(actual: str, expected: str, any_case: bool = False) -> bool:
-    """Whitespace-normalised token comparison, real numbers within REAL_TOLERANCE (see `_reals_close`), and
-    with `any_case` letters in either case (a statement's "print YES or NO in any case")."""
+def outputs_match(actual: str, expected: str, any_case: bool = False, tolerance: float | None = None,
+                  absolute: bool = False) -> bool:
+    """Whitespace-normalised token comparison, real numbers within `tolerance` (REAL_TOLERANCE when None; see
+    `_reals_close`), and with `any_case` letters in either case (a statement's "print YES or NO in any case").
+    A problem's own judgment: `outputs_match(actual, expected, **problem.judging)`."""
     got, want = actual.split(), expected.split()
     if got == want:
         return True
     if any_case:
         got, want = [a.lower() for a in got], [b.lower() for b in want]
-    return len(got) == len(want) and all(a == b or _reals_close(a, b) for a, b in zip(got, want))
+    return len(got) == len(want) and all(a == b or _reals_close(a, b, tolerance, absolute) for a, b in zip(got, want))
 
 
-def _reals_close(actual: str, expected: str) -> bool:
+def _reals_close(actual: str, expected: str, tolerance: float | None = None, absolute: bool = False) -> bool:
     """Whether `expected` is a real number (a decimal point or an exponent: an integer answer stays exact) and
-    `actual` a number within REAL_TOLERANCE of it, absolute or relative: a dataset's real answers are judged by
-    a checker, and a correct program may print 0.5 for 0.500000 or differ in the last digits."""
+    `actual` a number within `tolerance` (REAL_TOLERANCE when None) of it, absolute or relative, or absolute
+    only with `absolute`: a dataset's real answers are judged by a checker, and a correct program may print
+    0.5 for 0.500000 or differ in the last digits."""
     if not ("." in expected or "e" in expected or "E" in expected) or not (_REAL.fullmatch(expected) and _REAL.fullmatch(actual)):
         return False
     want = float(expected)
-    return abs(float(actual) - want) <= REAL_TOLERANCE * max(1.0, abs(want))
+    tolerance = REAL_TOLERANCE if tolerance is None else tolerance
+    return abs(float(actual) - want) <= tolerance * (1.0 if absolute else max(1.0, abs(want)))
 
 
-def passes(result: ExecResult, expected: str, any_case: bool = False) -> bool:
-    return result.ok and outputs_match(result.stdout, expected, any_case)
+def passes(result: ExecResult, expected: str, **judging: Any) -> bool:
+    """Whether the run exited normally and printed `expected` (`outputs_match` with `judging`, e.g. a problem's)."""
+    return result.ok and outputs_match(result.stdout, expected, **judging)
 
 
 def output_room(cap: int, expected: Iterable[str]) -> int:
@@ -185,7 +191,8 @@ def run_program(sandbox: Sandbox, code: str, inputs: list[str], limits: SandboxL
 # ---------------------------------------------------------------------------------------------
 # the trusted batch harness
 
-# The harness judges a mutant's output against the reference's with the same comparison as a program's.
+# The harness judges a mutant's output against the reference's with the same comparison as a program's; the
+# problem's judgment (its tolerance, any_case) comes as data in the job, never as code.
 _JUDGE = (f"import re\nREAL_TOLERANCE = {REAL_TOLERANCE!r}\n_REAL = re.compile({_REAL.pattern!r})\n"
           + inspect.getsource(outputs_match) + inspect.getsource(_reals_close))
 
@@ -288,7 +295,7 @@ for code in programs[1:]:
         else:
             timeout = min(job["max_timeout"], max(job["min_timeout"], job["timeout_factor"] * ref_time))
             status, text, _ = run(code, data, timeout, cap)
-            row.append(int(status != "ok" or not outputs_match(text, ref_out)))
+            row.append(int(status != "ok" or not outputs_match(text, ref_out, **job["judging"])))
         if row[-1] and job["stop_at_first_kill"]:
             break
     killed.append(row)
@@ -309,17 +316,19 @@ class BatchResult:
 
 def run_batch(sandbox: Sandbox, programs: list[str], inputs: list[str], *, reference_timeout: float,
               timeout_factor: float = 10.0, min_timeout: float = 0.02, max_timeout: float = 1.0,
-              stop_at_first_kill: bool = False, output_cap: int = 1 << 20) -> BatchResult | None:
+              stop_at_first_kill: bool = False, output_cap: int = 1 << 20,
+              judging: dict[str, Any] | None = None) -> BatchResult | None:
     """Run trusted `programs` (program 0 = the reference) on `inputs` in one sandbox process.
 
     Each run of a mutant gets `timeout_factor` times the reference's CPU time on that input
     (clamped to [min_timeout, max_timeout] seconds of CPU time, so a busy machine does not turn
-    slow mutants into killed ones). Returns None if the harness process failed (the caller splits
-    the batch).
+    slow mutants into killed ones); its output is compared with the reference's by `outputs_match`
+    with `judging` (a problem's `Problem.judging`). Returns None if the harness process failed (the
+    caller splits the batch).
     """
     code, stdin, limits = batch_job(sandbox, programs, inputs, reference_timeout=reference_timeout, timeout_factor=timeout_factor,
                                     min_timeout=min_timeout, max_timeout=max_timeout, stop_at_first_kill=stop_at_first_kill,
-                                    output_cap=output_cap)
+                                    output_cap=output_cap, judging=judging)
     with tool_wait():
         result = sandbox.run(code, stdin, limits)
     return parse_batch(result)
@@ -327,13 +336,14 @@ def run_batch(sandbox: Sandbox, programs: list[str], inputs: list[str], *, refer
 
 def batch_job(sandbox: Sandbox, programs: list[str], inputs: list[str], *, reference_timeout: float,
               timeout_factor: float = 10.0, min_timeout: float = 0.02, max_timeout: float = 1.0,
-              stop_at_first_kill: bool = False, output_cap: int = 1 << 20) -> tuple[str, str, SandboxLimits]:
+              stop_at_first_kill: bool = False, output_cap: int = 1 << 20,
+              judging: dict[str, Any] | None = None) -> tuple[str, str, SandboxLimits]:
     """The sandbox run (code, stdin, limits) of `run_batch` with these arguments: the harness, its job, and
     limits that cover every run of the batch."""
     job: dict[str, Any] = {
         "programs": programs, "inputs": inputs, "reference_timeout": reference_timeout,
         "timeout_factor": timeout_factor, "min_timeout": min_timeout, "max_timeout": max_timeout,
-        "stop_at_first_kill": stop_at_first_kill, "output_cap": output_cap,
+        "stop_at_first_kill": stop_at_first_kill, "output_cap": output_cap, "judging": dict(judging or {}),
     }
     runs = len(inputs) * (reference_timeout + max(0, len(programs) - 1) * max_timeout)
     base = sandbox.limits
