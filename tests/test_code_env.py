@@ -279,7 +279,8 @@ def test_coder_mode_is_one_turn(sandbox):
 @pytest.mark.parametrize(
     "kwargs,fix",
     [({"mode": "solo"}, "mode must be one of"), ({"mode": "coder", "max_turns": 3}, "one-turn"),
-     ({"hidden_tests": 0}, "hidden_tests"), ({"time_limit_s": 0}, "time_limit_s"), ({"problems": []}, "problems must be"),
+     ({"hidden_tests": 0}, "hidden_tests"), ({"time_limit_s": 0}, "time_limit_s"), ({"memory_limit_mb": 10}, "memory_limit_mb must be"),
+     ({"problems": []}, "problems must be"),
      ({"dataset_split": "train"}, "describe a problems= file"), ({"dataset_format": "apps"}, "describe a problems= file")],
 )
 def test_bad_config_names_the_fix(kwargs, fix):
@@ -777,6 +778,46 @@ def test_a_codecontests_problem_runs_under_its_own_memory_limit(tmp_path):
         env = env_of(replace(problem, id="roomy", memory_limit_mb=245))
         env.step(f"```python\n{hog}```")
         assert env.infos["coder"]["golden_passed"] == 1 and env.success
+
+
+def test_memory_limit_mb_overrides_every_problems_memory_limit(tmp_path):
+    """There was no option to give programs another memory limit than each problem's own (CodeContests'
+    `memory_limit_bytes`, else the sandbox's): `memory_limit_mb` is every problem's limit, within
+    [MIN_MEMORY_MB, the sandbox's memory_mb]; outside that, or not a whole number, one error at construction."""
+    from llm_marl_envs import registry
+
+    hog = "data = bytearray(150 * 2**20)\nprint(int(input()) * 2)\n"
+    row = {"name": "twice", "description": "Print 2n.", "public_tests": {"input": ["3\n"], "output": ["6\n"]},
+           "memory_limit_bytes": 256_000_000, "solutions": {"language": [3], "solution": [hog]}}
+    (tmp_path / "cc.jsonl").write_text(json.dumps(row) + "\n")
+    (problem,) = load_problems(tmp_path / "cc.jsonl")
+    with Sandbox(SandboxLimits(wall_time_s=5.0, cpu_time_s=2.0, memory_mb=512), workers=1) as roomy:
+        def env_of(p, **kw):
+            env = code_v4.raw_env(problems=[p], sandbox=roomy, mode="coder", **kw)
+            env.reset(seed=0, options={"instance": CodeInstance(p, 0)})
+            return env
+
+        def memory(p, **kw):
+            env = env_of(p, **kw)
+            return env.problem_memory_limit(), env._limits().memory_mb, env._reference_limits().memory_mb
+
+        assert memory(problem) == (245, 245, 512)  # the problem's own
+        assert memory(problem, memory_limit_mb=100) == (100, 100, 512)  # the option's; the reference keeps the sandbox's
+        assert memory(THRESHOLD, memory_limit_mb=64) == (64, 64, 512)  # a problem without a limit too
+        assert memory(problem, memory_limit_mb=512) == (512, 512, 512)
+        env = env_of(problem, memory_limit_mb=100)
+        env.step(f"```python\n{hog}```")
+        assert env.infos["coder"]["code_status"] == "smoke_failed" and env.infos["coder"]["golden_passed"] == 0
+        env = env_of(problem)
+        env.step(f"```python\n{hog}```")
+        assert env.success
+        for bad in (63, 513, 100.0, "100", True):
+            with pytest.raises(ValueError, match=r"^memory_limit_mb must be a whole number of MiB from 64 \(the interpreter's "
+                                                 r"need\) to 512 \(the sandbox's memory_mb\), or None: each problem's own limit; got "):
+                code_v4.raw_env(problems=[problem], sandbox=roomy, memory_limit_mb=bad)
+    assert registry.get("code").kwargs()["memory_limit_mb"] is None  # the registry reads the option from the signature
+    with pytest.raises(ValueError, match="code option memory_limit_mb takes a whole number or None"):
+        registry.check_kwargs("code", {"memory_limit_mb": "256"})
 
 
 def test_a_mutants_time_cap_follows_the_problems_time_limit(monkeypatch):

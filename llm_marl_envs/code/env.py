@@ -17,11 +17,12 @@ list of `Problem`), `dataset_format` ("auto" | "apps" |
 "hash"), `hidden_tests` (hidden tests per generated instance, default 10: the problem's edge inputs
 plus seeded generator draws), `time_limit_s` (CPU seconds per test run; default None: the problem's own
 limit, CodeContests' `time_limit`, but at least 1.0 s, and 1.0 s for a problem without one; a number: that limit
-for every problem; either way at most the sandbox's `cpu_time_s`; a program's memory is likewise the problem's own
-limit, CodeContests' `memory_limit_bytes`, but at least 64 MiB and at most the sandbox's `memory_mb`), `render_mode`, `sandbox`
-(a shared `llm_marl_envs.sandbox.Sandbox`). `reset(seed, options={"split": ...})`; an instance is
-(problem, variant): the variant seeds the hidden-test draw, and every variant of a problem
-belongs to the problem's split, so splits are disjoint by problem.
+for every problem; either way at most the sandbox's `cpu_time_s`), `memory_limit_mb` (MiB of address space per
+test run; default None: the problem's own limit, CodeContests' `memory_limit_bytes`, but at least 64 MiB and at most
+the sandbox's `memory_mb`, which a problem without one gets; a whole number from 64 to the sandbox's `memory_mb`:
+that limit for every problem), `render_mode`, `sandbox` (a shared `llm_marl_envs.sandbox.Sandbox`).
+`reset(seed, options={"split": ...})`; an instance is (problem, variant): the variant seeds the hidden-test draw,
+and every variant of a problem belongs to the problem's split, so splits are disjoint by problem.
 
 Example observation (coder, turn 0; the tester's is alike and asks for one test case):
 
@@ -322,7 +323,7 @@ class raw_env(TextAECEnv):
                  problems: str | Path | Sequence[Problem] | None = None,
                  dataset_format: Literal["auto", "apps", "codecontests", "livecodebench"] = "auto",
                  dataset_split: str = "test", hidden_tests: int = 10, time_limit_s: float | None = None,
-                 render_mode: str | None = None, sandbox: Any = None):
+                 memory_limit_mb: int | None = None, render_mode: str | None = None, sandbox: Any = None):
         if mode not in MODES:
             raise ValueError(f"mode must be one of {sorted(MODES)} (mas = coder + tester), got {mode!r}")
         if max_turns is None:
@@ -344,6 +345,12 @@ class raw_env(TextAECEnv):
 
             sandbox = default_sandbox()  # cheap: its workers start on first use
         self._sandbox = sandbox
+        most = sandbox.limits.memory_mb
+        if memory_limit_mb is not None and (isinstance(memory_limit_mb, bool) or not isinstance(memory_limit_mb, int)
+                                            or not MIN_MEMORY_MB <= memory_limit_mb <= most):
+            raise ValueError(f"memory_limit_mb must be a whole number of MiB from {MIN_MEMORY_MB} (the interpreter's need) to "
+                             f"{most} (the sandbox's memory_mb), or None: each problem's own limit; got {memory_limit_mb!r}")
+        self.memory_limit_mb = memory_limit_mb
         self._cache = RunCache()
         if problems is None:
             pool = load_bank()
@@ -448,9 +455,11 @@ class raw_env(TextAECEnv):
         return max(DEFAULT_TIME_LIMIT_S, self.problem.time_limit_s or 0.0)
 
     def problem_memory_limit(self) -> int:
-        """MiB of address space a program gets per test of this episode's problem: its own limit (CodeContests'
-        `memory_limit_bytes`) but at least MIN_MEMORY_MB, for the interpreter, and the sandbox's `memory_mb` for a
-        problem without one; never more than the sandbox's. The reference keeps the sandbox's."""
+        """MiB of address space a program gets per test of this episode's problem (see `memory_limit_mb`): its own
+        limit (CodeContests' `memory_limit_bytes`) but at least MIN_MEMORY_MB, for the interpreter, and the sandbox's
+        `memory_mb` for a problem without one; never more than the sandbox's. The reference keeps the sandbox's."""
+        if self.memory_limit_mb is not None:
+            return self.memory_limit_mb  # checked at construction: within [MIN_MEMORY_MB, the sandbox's memory_mb]
         own = self.problem.memory_limit_mb
         return min(self.sandbox.limits.memory_mb, max(MIN_MEMORY_MB, own) if own else self.sandbox.limits.memory_mb)
 
