@@ -19,7 +19,7 @@ lost or counted twice. Pruning keeps the two newest checkpoints up to the curren
 touches a newer one. A damaged run directory ends in one line naming the file and the fix
 (`RunDirError`), and so does a full file system (`begin_checkpoint` checks for room first, and
 `out_of_space` tells a failed write that ran out of it), and any other file's error under the run
-(`write_failure`: a folder made read-only, an I/O error).
+(`write_failure`: a folder made read-only, an I/O error); `write_error` words either as that line.
 """
 
 from __future__ import annotations
@@ -88,6 +88,18 @@ def write_failure(exc: BaseException, path: str | Path) -> OSError | None:
             return seen
         seen = seen.__cause__ or seen.__context__
     return None
+
+
+def write_error(exc: Exception, path: str | Path) -> RunDirError | None:
+    """`exc` as the one line it is when a full disk (`out_of_space`) or another file's error under the run directory
+    `path` (`write_failure`) raised it, or None for any other failure."""
+    if out_of_space(exc, path):
+        return RunDirError(f"no space left where {path} is ({type(exc).__name__}: {exc}); free some space")
+    failed = write_failure(exc, path)
+    if failed is None:
+        return None
+    fix = f": make {path} writable" if failed.errno in (errno.EACCES, errno.EPERM, errno.EROFS) else ""
+    return RunDirError(f"cannot write {failed.filename} ({failed.strerror or failed}){fix}")
 
 
 def _json_number(value: Any) -> Any:

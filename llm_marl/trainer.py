@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import errno
 import json
 import math
 import shlex
@@ -50,7 +49,7 @@ from llm_marl.engines.base import SamplingParams
 from llm_marl.interrupts import interrupts_deferred, sigterm_interrupts, stopped_by
 from llm_marl.loss import LossConfig
 from llm_marl.rollout import Rollout, Sample, batches_by_adapter, make_tasks, rollout
-from llm_marl.runs import CheckpointMismatch, RunDir, RunDirError, out_of_space, write_failure
+from llm_marl.runs import CheckpointMismatch, RunDir, RunDirError, write_error
 from llm_marl.update import apply_update, clipped_step, loss_units, minibatches, plan_update  # noqa: F401 (loss_units, minibatches: re-exported)
 from llm_marl.tracking import open_tracker
 from llm_marl.signal import postfix, run_counts, signal_metrics, step_line, step_messages, wave_progress
@@ -568,12 +567,7 @@ def _train(config: TrainConfig, resume: str | None, log: Any, engine_factory: An
         if run is None:
             raise  # no run directory was made (one of that name exists, or --out-dir cannot hold one)
         if isinstance(exc, Exception) and not isinstance(exc, (RunDirError, ClusterError)):
-            failed = write_failure(exc, run.path)
-            if out_of_space(exc, run.path):
-                exc = RunDirError(f"no space left where {run.path} is ({type(exc).__name__}: {exc}); free some space")
-            elif failed is not None:
-                fix = f": make {run.path} writable" if failed.errno in (errno.EACCES, errno.EPERM, errno.EROFS) else ""
-                exc = RunDirError(f"cannot write {failed.filename} ({failed.strerror or failed}){fix}")
+            exc = write_error(exc, run.path) or exc
         run.discard_unfinished_checkpoints()
         if not resume and not run.metrics():
             if tracker is not None:  # its writer thread would otherwise recreate the folder when it flushes
@@ -594,12 +588,20 @@ def _train(config: TrainConfig, resume: str | None, log: Any, engine_factory: An
             scale.close()
         if tracker is not None:
             tracker.close()
-    summary = write_summary(run, list(policy.adapters))
-    for line in summary_lines(summary):
-        log(line)
     from llm_marl.plots import learning_curve
 
-    curve = learning_curve(run.path)
+    try:
+        summary = write_summary(run, list(policy.adapters))
+        curve = learning_curve(run.path)
+    except Exception as exc:  # outside the handler above: nothing is left to discard, and a resume writes these again
+        error = write_error(exc, run.path)
+        if error is None:
+            raise
+        raise RunDirError(f"{error}; failed after the last step ({run_cfg.steps}), while writing the summary and learning "
+                          f"curve; the adapters in {run.path / 'adapters'} and the checkpoints are intact; write them "
+                          f"again with: llm-marl train --resume {shlex.quote(str(run.path))}") from None
+    for line in summary_lines(summary):
+        log(line)
     log(f"done: metrics in {run.path / 'metrics.jsonl'}, learning curve in {curve}, adapters in {run.path / 'adapters'}, "
         f"summary in {run.path / SUMMARY}")
     return run

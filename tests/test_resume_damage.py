@@ -230,6 +230,43 @@ def test_a_write_that_fails_otherwise_is_one_line_and_resumable(finished, tmp_pa
     assert exit_code == 0 and steps_logged(run) == [1, 2, 3, 4]
 
 
+@pytest.mark.parametrize("target", ["summary", "curve"])
+def test_a_write_that_fails_after_the_last_step_is_one_line(finished, tmp_path, capsys, monkeypatch, target):
+    """summary.json and the learning curve are written after training's error handler: a folder made read-only or a
+    full disk there ended in a traceback. It is one line naming the file, and the resume that writes them again."""
+    from matplotlib.figure import Figure
+
+    run = tmp_path / "run"
+    shutil.copytree(finished, run)
+    (run / "summary.json").unlink()
+    if target == "summary":
+        real_write_text = Path.write_text
+
+        def write_text(self, *args, **kwargs):
+            if self.name == "summary.json":
+                raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(self))
+            return real_write_text(self, *args, **kwargs)
+
+        monkeypatch.setattr(Path, "write_text", write_text)
+        first = f"cannot write {run / 'summary.json'} (Permission denied): make {run} writable"
+    else:
+        def savefig(self, path, *args, **kwargs):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+
+        monkeypatch.setattr(Figure, "savefig", savefig)
+        first = (f"no space left where {run} is (OSError: [Errno 28] No space left on device: "
+                 f"'{run / 'learning_curve.png'}'); free some space")
+    exit_code, err = resume(run, capsys, steps=3)
+    assert exit_code == 2 and "Traceback" not in err
+    assert err.strip().splitlines()[-1] == (
+        f"llm-marl: error: {first}; failed after the last step (3), while writing the summary and learning curve; the "
+        f"adapters in {run / 'adapters'} and the checkpoints are intact; write them again with: llm-marl train --resume {run}")
+    monkeypatch.undo()
+    exit_code, _ = resume(run, capsys, steps=3)
+    assert exit_code == 0 and steps_logged(run) == [1, 2, 3]
+    assert json.loads((run / "summary.json").read_text())["steps"] == 3 and (run / "learning_curve.png").exists()
+
+
 def test_another_failure_with_room_left_is_not_called_a_full_disk(finished, tmp_path, capsys, monkeypatch):
     import torch
 
