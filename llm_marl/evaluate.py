@@ -74,6 +74,16 @@ def episode_tasks(env: str, n: int | None, split: str, seed: int = 0,
             for i, inst in enumerate(chosen[:wanted])]
 
 
+def check_split_problems(env: str, split: str, seed: int, env_kwargs: Mapping[str, Any] | None, fix: str) -> None:
+    """Refuse, before any episode, a `split` without problems (a dataset with no row in it; for a generated
+    environment, options whose generator has none: its first draw), in one line ending in `fix`, the command's own
+    way out: the environment's advice (another split, options={'instance': ...}) names what no command has a flag for."""
+    try:
+        episode_tasks(env, None, split, seed, env_kwargs, asked=None)
+    except ValueError as exc:
+        raise ValueError(f"{exc}{fix}") from None
+
+
 def evaluate(engine: Engine, env: str, *, n: int | None = None, split: str = "test", seed: int = 0,
              env_kwargs: Mapping[str, Any] | None = None, sigma: Any = None,
              sampling: SamplingParams = SamplingParams(temperature=0.0, max_new_tokens=256),

@@ -88,17 +88,14 @@ def check_demo_splits(env: str, env_kwargs: dict[str, Any], config: SFTConfig) -
     """Refuse, before any episode, a split the oracle's demonstrations are played on that has no problems (a dataset
     with no rows in it, options that generate none): `evaluate.episode_tasks`' check, which `train` makes of its
     held-out episodes. Without it each episode failed on its own, and the error listed them all."""
-    from llm_marl.evaluate import episode_tasks
+    from llm_marl.evaluate import check_split_problems
     from llm_marl_envs.registry import make_raw
 
     make_raw(env, **env_kwargs)  # an option error is its own, without the advice below
     for split, flag, played, fix in (("train", "--demos", not config.data, "transcripts of your own with --data"),
                                      ("val", "--heldout-demos", config.heldout_demos > 0, "--heldout-demos 0")):
         if played:
-            try:
-                episode_tasks(env, None, split, config.seed, env_kwargs, asked=None)
-            except ValueError as exc:
-                raise ValueError(f"{exc}, or pass {fix} (sft plays its {flag} episodes on the {split} split)") from None
+            check_split_problems(env, split, config.seed, env_kwargs, f", or pass {fix} (sft plays its {flag} episodes on the {split} split)")
 
 
 def read_transcripts(path: str | Path) -> list[dict[str, Any]]:

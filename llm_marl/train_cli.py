@@ -246,11 +246,22 @@ def cmd_train(args: argparse.Namespace) -> int:
 
         probe = make_raw(config.run.env, **config.env_kwargs())
         algorithm.check_env(probe, config.algo)
+        from llm_marl.distributed.config import PATH_ENV_ARGS
+        from llm_marl.evaluate import check_split_problems, episode_tasks
+
+        # A dataset with no row in a split train plays says so now, with train's fixes (the environment's own advice,
+        # another split or options={'instance': ...}, is no flag of train's).
+        dataset = probe.dataset_instances(None) is not None
+        larger = f"--env-arg {next((key for key in PATH_ENV_ARGS if key in config.env_kwargs()), 'dataset')}=FILE"
+        if dataset:
+            check_split_problems(config.run.env, "train", config.run.seed, config.env_kwargs(),
+                                 f" ({larger}; train plays its steps' episodes on the train split)")
         # Options whose generator has no training instance say so now, not in step 1 after the model loads.
         probe.reset(seed=config.run.seed, options={"split": "train"})
         if config.run.eval_episodes:
-            from llm_marl.evaluate import episode_tasks
-
+            if dataset:
+                check_split_problems(config.run.env, "test", 0, config.env_kwargs(),
+                                     f" ({larger}), or pass --eval-episodes 0 (the held-out evaluation plays the test split)")
             # The held-out episodes: a dataset too small for them says so now, not after the model loads.
             episode_tasks(config.run.env, config.run.eval_episodes, "test", 0, config.env_kwargs(), asked="--eval-episodes")
         from llm_marl.models import load_tokenizer, resolve_model
