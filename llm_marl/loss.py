@@ -24,7 +24,7 @@ import torch
 RatioLevel = Literal["token", "sequence"]
 Aggregation = Literal["token-mean", "seq-mean", "seq-sum"]
 RATIO_MAX_LOGGED = float(torch.finfo(torch.float32).max)
-"""The largest `loss/ratio_max` logged: a ratio that overflowed is logged as this, not inf."""
+"""The largest ratio `loss/ratio_max` and `loss/ratio_mean` count: a ratio that overflowed is counted as this, not inf."""
 
 
 @dataclass(frozen=True)
@@ -191,12 +191,15 @@ def policy_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: 
         metrics["loss/clip_frac"] = float((clipped.to(mask.dtype) * mask).sum() / n)
         # KL(π_old || π_θ) from samples of π_old: (ρ - 1) - log ρ per token (CleanRL's approx_kl).
         metrics["loss/approx_kl"] = float((kl_k3(old_logprobs, logprobs.detach()) * mask).sum() / n)
-        metrics["loss/ratio_mean"] = float((ratio * mask).sum() / n)
         # A ratio past exp's range (a sequence-level log-ratio over 88 nats in float32) is logged as float32's largest
         # value, not inf: it still reads as an overflow, stays a number on the plots, and the ranks' max (taken in
         # float32) stays finite. Metric only: the loss caps its own ratio (clipped_surrogate).
-        top = float(ratio.masked_fill(mask == 0, float("-inf")).max()) if mask.any() else 1.0
-        metrics["loss/ratio_max"] = min(top, RATIO_MAX_LOGGED)
+        # Capped in float64 (bfloat16 cannot hold the cap), and their mean summed there: n tokens at the cap would
+        # overflow a float32 sum. The mean is at most the cap, and so are update.py's token-weighted sums of it over
+        # micro-batches and ranks (weights that add up to 1, taken in float64): a float32 number everywhere.
+        capped, weights = ratio.double().clamp(max=RATIO_MAX_LOGGED), mask.double()
+        metrics["loss/ratio_mean"] = float((capped * weights).sum() / weights.sum().clamp(min=1))
+        metrics["loss/ratio_max"] = float(capped.masked_fill(mask == 0, float("-inf")).max()) if mask.any() else 1.0
         if entropy is not None:
             metrics["loss/entropy"] = float((entropy.detach() * mask).sum() / n)
     return loss, metrics

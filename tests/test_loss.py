@@ -212,6 +212,32 @@ def test_ratio_max_of_an_overflowing_ratio_is_the_largest_float32_not_inf(dtype)
     assert policy_loss(logp, old, adv, mask, cfg)[1]["loss/ratio_max"] == pytest.approx(5.0)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_ratio_mean_of_overflowing_ratios_is_finite_and_the_loss_unchanged(dtype):
+    """Token ratios past exp's range logged loss/ratio_mean inf (null in metrics.jsonl); so would a float32 sum of
+    ratios capped at float32's largest value. Each ratio now counts as at most that value, summed in float64, so the
+    mean is at most it; the loss and its gradient are the clipped surrogate's, as before."""
+    from llm_marl.loss import RATIO_MAX_LOGGED
+
+    cfg = LossConfig(ratio_level="token", aggregation="token-mean")
+    mask = torch.ones(2, 4, dtype=dtype)
+    adv = torch.tensor([-0.5, 1.0], dtype=dtype)
+    old = torch.full((2, 4), -1.0, dtype=dtype)
+    for overflowing, mean in ((8, RATIO_MAX_LOGGED), (1, (RATIO_MAX_LOGGED + 7.0) / 8)):
+        start = torch.full((2, 4), -1.0, dtype=dtype)
+        start.view(-1)[:overflowing] += 1000.0
+        logp = start.clone().requires_grad_(True)
+        loss, metrics = policy_loss(logp, old, adv, mask, cfg)
+        loss.backward()
+        assert metrics["loss/ratio_mean"] == pytest.approx(mean, rel=1e-12)
+        assert metrics["loss/ratio_max"] == RATIO_MAX_LOGGED
+        reference = start.clone().requires_grad_(True)
+        surrogate, _ = clipped_surrogate(log_ratio(reference, old, mask, "token"), adv, cfg.eps_low, cfg.eps_high, cfg.dual_clip)
+        expected = aggregate(surrogate, mask, "token-mean")
+        expected.backward()
+        assert loss.item() == expected.item() and torch.equal(logp.grad, reference.grad)
+
+
 def test_k3_kl_is_nonnegative_and_pulls_toward_the_reference():
     logp = torch.tensor([[0.0, -1.0, -2.0]], dtype=torch.float64, requires_grad=True)
     ref = torch.tensor([[-0.3, -1.0, -1.5]], dtype=torch.float64)

@@ -99,3 +99,20 @@ def test_a_zero_advantage_reply_left_out_of_the_update_leaves_its_segment_s_grad
     for name in kept:
         torch.testing.assert_close(dropped[name], kept[name], atol=1e-12, rtol=1e-9)
     assert metrics["update/tool/skipped_zero_advantage"] == 0.0  # e0 has an informative reply: it is trained whole
+
+
+@pytest.mark.parametrize("micro", [0, 1])
+def test_ratio_mean_of_overflowing_ratios_stays_finite_over_micro_batches(micro):
+    """Every token's ratio past exp's range (old log-probs 1000 nats below the policy's) logged loss/.../ratio_mean
+    inf; it is at most float32's largest value now, also as the token-weighted sum over micro-batches."""
+    from llm_marl.loss import RATIO_MAX_LOGGED
+
+    samples = synthetic_samples(tiny_policy().tokenizer, np.random.default_rng(1))
+    for sample in samples:
+        sample.old_logprobs = [-1000.0] * len(sample.response_ids)
+    optim = OptimConfig(lr=5e-2, minibatch_size=6, epochs=1, micro_batch_size=micro)
+    _, metrics, passes = _update(samples, optim, LossConfig(), "sample")
+    assert max(passes) == (1 if micro else 6)  # one sample per pass, or the minibatch in one
+    for adapter in ("tool", "planner"):
+        assert metrics[f"loss/{adapter}/ratio_mean"] == pytest.approx(RATIO_MAX_LOGGED, rel=1e-12)
+        assert metrics[f"loss/{adapter}/ratio_mean"] <= RATIO_MAX_LOGGED
