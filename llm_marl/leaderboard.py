@@ -22,7 +22,9 @@ its last checkpoint (the table's "train s" then says "resumed": it covers the la
 from __future__ import annotations
 
 import argparse
+import errno
 import json
+import os
 import re
 import shlex
 import shutil
@@ -55,6 +57,8 @@ def run_rows(env: str, model: str, engine: str, steps: int, n: int, out_dir: str
         if code in (130, 143):  # Ctrl-C or SIGTERM, which the command has said: stop the whole table
             log("the leaderboard stopped; run the same command again to continue (finished rows are reused)")
             raise Terminated() if code == 143 else KeyboardInterrupt()
+        if code == 141:  # its stdout, the table's too, is a pipe whose reader closed it: main stops quietly with 141
+            raise BrokenPipeError(errno.EPIPE, os.strerror(errno.EPIPE))
         if code != 0:
             raise UserError(f"{what} failed; its command: llm-marl {shlex.join(argv)}")
 

@@ -214,6 +214,19 @@ def test_a_stopped_row_stops_the_leaderboard_and_says_how_to_continue(tmp_path, 
     assert err.strip().splitlines()[-1] == f"llm-marl: {said}" and "failed" not in err
 
 
+def test_a_row_whose_stdout_pipe_closed_stops_the_leaderboard_quietly_with_status_141(tmp_path, capfd, monkeypatch):
+    """A row's command that found its stdout (the table's) a closed pipe returns 141, as main does: the table stops
+    quietly with that status, instead of 'seed 0: ... failed; its command: ...' and status 2."""
+    import llm_marl.cli
+
+    real = llm_marl.cli.main
+    monkeypatch.setattr(llm_marl.cli, "main", lambda argv=None: 141 if argv and argv[0] == "train" else real(argv))
+    assert real(["leaderboard", "--env", "plan_path", "--model", "tiny-random", "--steps", "1", "--n", "1",
+                 "--out-dir", str(tmp_path)]) == 141
+    err = capfd.readouterr().err  # the rows before, which evaluate the base model, say that it loads
+    assert "llm-marl:" not in err and "failed" not in err and "Traceback" not in err
+
+
 def test_vllm_missing_is_one_line_before_any_row_runs(tmp_path, capsys, monkeypatch):
     """It was the first sampling row's error, after the warm starts before it had run (minutes on a CPU, more on a GPU)."""
     import llm_marl.engines.vllm as vllm_engine
