@@ -248,11 +248,10 @@ def check_extra_args(args: Any, table: Sequence[tuple[str, Sequence[str]]]) -> N
 def cmd_leaderboard(args: Any) -> int:
     from baselines import rows
     from llm_marl.cli import UserError, _env_entry, seed_arg
+    from llm_marl.config import check_at_least
 
     # Any name the other commands take (its module, its PettingZoo id), and their error for a mistyped one.
     args.env = _env_entry(args.env).name
-    from llm_marl.config import check_at_least
-
     try:
         # Checked here, not by the first row to run after hours of others.
         check_at_least(("--steps", args.steps, 1), ("--n", args.n, 1), ("--max-new-tokens", args.max_new_tokens, 1),
