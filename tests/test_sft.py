@@ -15,6 +15,7 @@ from llm_marl.cli import main
 from llm_marl.config import ModelConfig
 from llm_marl.policies import LoRAConfig, PolicySet
 from llm_marl.sft import SFTConfig, build_examples, mean_nll, read_transcripts, reply_tokens, run_sft
+from tests.support.math_data import math_dataset_without
 
 TINY = {"height": 3, "width": 3, "wall_density": 0.1, "min_path_length": 2, "max_path_length": 3, "max_turns": 1}
 TINY_ARGS = [f"--env-arg={k}={v}" for k, v in TINY.items()]
@@ -203,16 +204,8 @@ def test_a_dataset_with_no_problems_in_a_demo_split_is_one_line_before_any_episo
     """A dataset with no row in the split the demonstrations are played on failed every episode on its own, and the
     error repeated the environment's for each seed ("no train episode of math gave a demonstration (seeds 0..1): they
     failed (seed 0: ValueError: the dataset has no 'train' problems ...; seed 1: ..."). Now train's up-front check."""
-    from llm_marl_envs.core.instances import split_of
-    from llm_marl_envs.math.datasets import load_dataset
-
     monkeypatch.setattr(PolicySet, "from_pretrained", classmethod(lambda *a, **k: pytest.fail("a model was loaded")))
-    every = tmp_path / "every.jsonl"
-    every.write_text("".join(json.dumps({"question": f"What is {i} plus 2?", "answer": f"#### {i + 2}"}) + "\n" for i in range(40)))
-    rows = every.read_text().splitlines()
-    kept = [row for row, problem in zip(rows, load_dataset(every)) if split_of(problem.key()) != empty][:5]
-    data = tmp_path / "data.jsonl"
-    data.write_text("".join(row + "\n" for row in kept))
+    data = math_dataset_without(empty, tmp_path)
     assert main(["sft", "--env", "math", "--env-arg", f"dataset={data}", *flags, "--model", "tiny-random",
                  "--out-dir", str(tmp_path / "runs")]) == 2
     assert capsys.readouterr().err == (f"llm-marl: error: math's dataset has 5 rows, none of them in the {empty!r} split: use "

@@ -17,6 +17,7 @@ import pytest
 
 from llm_marl.cli import main
 
+from tests.support.math_data import math_dataset_without
 from tests.test_cli import README
 
 
@@ -499,14 +500,7 @@ def test_a_configuration_without_instances(capsys, no_model_loads, tmp_path, com
 def test_train_on_a_dataset_with_no_problems_in_a_split_it_plays_names_trains_fixes(capsys, no_model_loads, tmp_path, empty, flags, fix):
     """A math dataset file with no row in the train split got the environment's advice, 'use a larger dataset, another
     split, or options={'instance': ...}', flags train has none of (and no --eval-episodes 0 for an empty test split)."""
-    from llm_marl_envs.core.instances import split_of
-    from llm_marl_envs.math.datasets import load_dataset
-
-    every = tmp_path / "every.jsonl"
-    every.write_text("".join(json.dumps({"question": f"What is {i} plus 2?", "answer": f"#### {i + 2}"}) + "\n" for i in range(40)))
-    kept = [row for row, problem in zip(every.read_text().splitlines(), load_dataset(every)) if split_of(problem.key()) != empty][:5]
-    data = tmp_path / "data.jsonl"
-    data.write_text("".join(row + "\n" for row in kept))
+    data = math_dataset_without(empty, tmp_path)
     assert main(["train", "--env", "math", "--env-arg", f"dataset={data}", *flags, "--model", "tiny-random",
                  "--out-dir", str(tmp_path / "runs")]) == 2
     assert capsys.readouterr().err == (f"llm-marl: error: math's dataset has 5 rows, none of them in the {empty!r} split: use "
